@@ -1,0 +1,119 @@
+"""The one exception hierarchy of deltaextras.
+
+Every error a caller can act on has its own class. Each carries a one-line message that says what
+went wrong and what to do, and a ``retryable`` flag: ``True`` only for failures that a later attempt
+of the same work can cure (storage or network trouble, too many concurrent commits). Adapters
+(queue workers, Lambda handlers, the CLI) decide between "retry" and "dead-letter" from that flag
+alone.
+
+Example:
+    >>> from deltaextras.errors import MessageError, DeltaExtrasError
+    >>> err = MessageError("message key 'fles' is not known")
+    >>> isinstance(err, DeltaExtrasError), err.retryable
+    (True, False)
+"""
+
+from __future__ import annotations
+
+
+class DeltaExtrasError(Exception):
+    """Base class of every error raised on purpose by deltaextras."""
+
+    retryable: bool = False
+
+    def __init__(self, message: str) -> None:
+        # One line, always: adapters log and dead-letter the text as it is.
+        super().__init__(" ".join(str(message).split()))
+
+
+# ---------------------------------------------------------------- permanent: the input is wrong
+class InvalidArgumentError(DeltaExtrasError):
+    """An option is wrong: unknown column, bad ``sort_by`` shape, negative size."""
+
+
+class MessageError(InvalidArgumentError):
+    """A work message is malformed: not JSON, unknown key, wrong type, missing field."""
+
+
+class TableNotFoundError(DeltaExtrasError):
+    """No Delta table at the given location (no ``_delta_log``)."""
+
+
+class PartitionNotFoundError(InvalidArgumentError):
+    """The named partition has no live files in the table."""
+
+
+class UnsupportedFeatureError(DeltaExtrasError):
+    """The table uses a protocol feature deltaextras cannot honour when rewriting; nothing is written."""
+
+
+class CorruptDataError(DeltaExtrasError):
+    """A data file, deletion vector or log entry cannot be read as what the log says it is."""
+
+
+class DuplicateKeyError(DeltaExtrasError):
+    """Rows share the ``unique_by`` key but differ in other columns; nothing is committed."""
+
+
+class AccessDeniedError(DeltaExtrasError):
+    """The table is outside the configured allow-list, or storage refused our credentials."""
+
+
+# ---------------------------------------------------------------- permanent: the table moved on
+class CommitConflictError(DeltaExtrasError):
+    """A winning commit removed one of our inputs, changed its deletion vector, or changed the
+    table's metadata or protocol: the plan is stale. Nothing was committed; plan again."""
+
+
+# ---------------------------------------------------------------- transient: try again later
+class StorageError(DeltaExtrasError):
+    """Storage or network trouble while reading or writing; the same work may succeed later."""
+
+    retryable = True
+
+
+class CommitRetriesExhaustedError(DeltaExtrasError):
+    """Other writers kept winning the next log version; nothing was committed. Retry later."""
+
+    retryable = True
+
+
+class PartitionsFailedError(DeltaExtrasError):
+    """Some partitions of a multi-partition run failed (the others finished); ``report`` has them all."""
+
+    def __init__(self, message: str, report: object = None) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Whether a failure is worth another attempt of the same work.
+
+    Our own errors say so themselves; an unknown exception from an I/O library (``OSError``,
+    ``TimeoutError``, ``ConnectionError``) counts as transient, anything else as permanent.
+
+    Example:
+        >>> is_retryable(StorageError("blob read timed out")), is_retryable(ValueError("x"))
+        (True, False)
+    """
+    if isinstance(exc, DeltaExtrasError):
+        return exc.retryable
+    return isinstance(exc, (OSError, TimeoutError, ConnectionError))
+
+
+__all__ = [
+    "AccessDeniedError",
+    "CommitConflictError",
+    "CommitRetriesExhaustedError",
+    "CorruptDataError",
+    "DeltaExtrasError",
+    "DuplicateKeyError",
+    "InvalidArgumentError",
+    "MessageError",
+    "PartitionNotFoundError",
+    "PartitionsFailedError",
+    "StorageError",
+    "TableNotFoundError",
+    "UnsupportedFeatureError",
+    "is_retryable",
+]

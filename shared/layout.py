@@ -1,0 +1,118 @@
+"""The target layout: Parquet writer settings chosen for value-sorted data, and the check of whether
+a file already has the layout (one value of ``by`` per row group, ascending).
+
+Encodings (measured on sensor data; see the README): the row-group column and low-cardinality
+columns use dictionaries; sorted or slowly changing integers and timestamps use
+``DELTA_BINARY_PACKED``; floats use ``BYTE_STREAM_SPLIT``; everything is zstd-compressed; the page
+index is written so readers can skip pages inside a row group.
+
+Example:
+    >>> import pyarrow as pa
+    >>> n = 100
+    >>> sample = pa.table({"node_id": [1] * n, "t": pa.array(range(n), pa.timestamp("us")),
+    ...                    "v": [i / 7 for i in range(n)], "q": pa.array([i % 3 for i in range(n)], pa.int32())})
+    >>> props = writer_properties(sample.schema, sample, by="node_id")
+    >>> props["column_encoding"]
+    {'t': 'DELTA_BINARY_PACKED', 'v': 'BYTE_STREAM_SPLIT'}
+    >>> sorted(props["use_dictionary"])
+    ['node_id', 'q']
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+LAYOUT_TAG = "deltaextras.layout"
+RUN_TAG = "deltaextras.run"
+# Share of distinct values below which a column gets a dictionary.
+DICTIONARY_RATIO = 0.10
+SAMPLE_ROWS = 100_000
+
+
+def layout_signature(by: str, sort_by: tuple[tuple[str, str], ...], unique_by: tuple[str, ...]) -> str:
+    """The tag value that records which layout a file was written in.
+
+    Example:
+        >>> layout_signature("node_id", (("utc_time", "ascending"),), ())
+        'by=node_id;sort=utc_time:ascending;unique='
+    """
+    sort = ",".join(f"{c}:{o}" for c, o in sort_by)
+    return f"by={by};sort={sort};unique={','.join(unique_by)}"
+
+
+def writer_properties(schema: pa.Schema, sample: pa.Table, by: str) -> dict[str, Any]:
+    """Keyword arguments for :class:`pyarrow.parquet.ParquetWriter` for this data."""
+    head = sample.slice(0, SAMPLE_ROWS)
+    dictionary: list[str] = []
+    encoding: dict[str, str] = {}
+    for field in schema:
+        t = field.type
+        if field.name == by:
+            dictionary.append(field.name)
+            continue
+        if pa.types.is_nested(t) or pa.types.is_boolean(t) or pa.types.is_null(t):
+            continue  # writer defaults
+        low_card = _low_cardinality(head.column(field.name)) if head.num_rows else True
+        if low_card:
+            dictionary.append(field.name)
+        elif pa.types.is_floating(t):
+            encoding[field.name] = "BYTE_STREAM_SPLIT"
+        elif pa.types.is_integer(t) or pa.types.is_temporal(t):
+            encoding[field.name] = "DELTA_BINARY_PACKED"
+        elif pa.types.is_string(t) or pa.types.is_binary(t):
+            encoding[field.name] = "DELTA_LENGTH_BYTE_ARRAY"
+        # decimals and the rest: writer defaults (plain)
+    return {
+        "use_dictionary": dictionary,
+        "column_encoding": encoding,
+        "compression": "zstd",
+        "write_page_index": True,
+        "write_statistics": True,
+    }
+
+
+def _low_cardinality(column: pa.ChunkedArray) -> bool:
+    n = len(column)
+    if n == 0:
+        return True
+    try:
+        distinct = pc.count_distinct(column).as_py()
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+        return False
+    return distinct <= max(1, int(n * DICTIONARY_RATIO))
+
+
+def row_groups_in_layout(metadata: Any, column_index: int) -> bool:
+    """Whether every row group of a Parquet footer holds one value (or only nulls) of a column, in
+    ascending order across row groups, with nulls last.
+
+    Example:
+        >>> import io, pyarrow.parquet as pq
+        >>> buf = io.BytesIO()
+        >>> with pq.ParquetWriter(buf, pa.schema([("k", pa.int64())])) as w:
+        ...     w.write_table(pa.table({"k": [1, 1]})); w.write_table(pa.table({"k": [2]}))
+        >>> row_groups_in_layout(pq.ParquetFile(io.BytesIO(buf.getvalue())).metadata, 0)
+        True
+    """
+    previous = None
+    seen_null_group = False
+    for i in range(metadata.num_row_groups):
+        col = metadata.row_group(i).column(column_index)
+        stats = col.statistics
+        rows = metadata.row_group(i).num_rows
+        if stats is None:
+            return False
+        if stats.has_null_count and stats.null_count == rows and rows > 0:
+            seen_null_group = True
+            continue
+        if seen_null_group or not stats.has_min_max or stats.min != stats.max:
+            return False
+        if stats.has_null_count and stats.null_count:
+            return False
+        if previous is not None and stats.min < previous:
+            return False
+        previous = stats.min
+    return True

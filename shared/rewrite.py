@@ -1,0 +1,583 @@
+"""The streaming rewrite of one partition: read the live rows of its files (deletion vectors applied),
+and write files where each value of ``by`` fills its own row group(s), values ascending.
+
+Memory is bounded by ``memory_budget`` (Arrow bytes held at once) plus one input batch, unless a
+single value alone is larger. When the partition fits, it is read in one pass. Otherwise the value
+domain is cut into passes that each fit: row groups whose statistics fall inside one pass are read in
+that pass; row groups that span several passes (random order) are decoded once and spilled, split by
+pass, to local Arrow IPC files. Every pass's rows are de-duplicated, sorted and written in order,
+so the output is the same however many passes it takes.
+
+Example:
+    >>> import tempfile, pyarrow as pa
+    >>> from deltalake import write_deltalake
+    >>> from deltaextras.snapshot import TableSnapshot
+    >>> from deltaextras.options import RorderOptions
+    >>> path = tempfile.mkdtemp()
+    >>> write_deltalake(path, pa.table({"node_id": [2, 1, 2], "v": [1.0, 2.0, 3.0], "node_id_range": [0, 0, 0]}),
+    ...                 partition_by=["node_id_range"])
+    >>> snap = TableSnapshot.load(path)
+    >>> result = PartitionRewriter(snap, snap.files, "node_id", RorderOptions(), {"node_id_range": "0"}).run()
+    >>> result.rows_out, [o.row_groups for o in result.outputs]
+    (3, [2])
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .errors import CorruptDataError, DuplicateKeyError, InvalidArgumentError, StorageError
+from .layout import LAYOUT_TAG, RUN_TAG, layout_signature, writer_properties
+from .options import RorderOptions
+from .schema import conform
+from .snapshot import LiveFile, TableSnapshot
+from .stats import DEFAULT_INDEXED_COLUMNS, StatsCollector
+
+log = logging.getLogger("deltaextras.rewrite")
+
+ROW_GROUP_MAX_BYTES = 128 * 1024 * 1024
+SPILL_BATCH_ROWS = 65_536
+_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+_HIVE_SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+@dataclass
+class OutputFile:
+    """One written file, ready to become an ``add`` action."""
+
+    key: str
+    path: str  # percent-encoded, as the log wants it
+    size: int
+    rows: int
+    row_groups: int
+    stats: dict[str, Any]
+    tags: dict[str, str]
+
+
+@dataclass
+class RewriteResult:
+    """What a rewrite produced and what it read."""
+
+    outputs: list[OutputFile] = field(default_factory=list)
+    rows_in: int = 0
+    rows_out: int = 0
+    duplicates_removed: int = 0
+    deleted_rows_dropped: int = 0
+    passes: int = 0
+    spilled_bytes: int = 0
+    values: int = 0
+
+
+@dataclass
+class _RowGroup:
+    file: int
+    index: int
+    offset: int
+    rows: int
+    est_bytes: int
+    lo: Any
+    hi: Any
+    nulls: int | None  # None: unknown
+    passes: list[int] = field(default_factory=list)
+
+
+@dataclass
+class _Pass:
+    lo: Any = None
+    hi: Any = None
+    nulls_only: bool = False
+    everything: bool = False
+
+    def label(self) -> str:
+        if self.everything:
+            return "all values"
+        return "nulls" if self.nulls_only else f"{self.lo}..{self.hi}"
+
+
+class PartitionRewriter:
+    """Rewrite the given live files of one partition into the row-group-per-value layout."""
+
+    def __init__(
+        self,
+        snapshot: TableSnapshot,
+        files: list[LiveFile],
+        by: str,
+        options: RorderOptions,
+        partition_values: dict[str, str | None],
+        *,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        self.snapshot = snapshot
+        self.storage = snapshot.storage
+        self.files = files
+        self.options = options
+        self.partition_values = partition_values
+        self.progress = progress or (lambda _msg: None)
+        schema = snapshot.schema
+        self.target = schema.file_schema
+        by_col = schema.column(by, "by")
+        if by in schema.partition_columns:
+            raise InvalidArgumentError(f"by column {by!r} is a partition column; name a data column")
+        self.by = by_col.physical
+        self.by_type = self.target.field(self.by).type
+        if pa.types.is_nested(self.by_type):
+            raise InvalidArgumentError(f"by column {by!r} has nested type {self.by_type}; name a primitive column")
+        self.sort_keys = [(self.by, "ascending", "at_end")] + [
+            (schema.column(c, "sort_by").physical, o, "at_end") for c, o in options.sort_by
+        ]
+        self.unique_keys = [self.by] + [
+            p for p in (schema.column(c, "unique_by").physical for c in options.unique_by) if p != self.by
+        ]
+        self.tags = {
+            LAYOUT_TAG: layout_signature(by, options.sort_by, options.unique_by),
+            RUN_TAG: uuid.uuid4().hex,
+        }
+        cfg = snapshot.configuration
+        stats_cols = cfg.get("delta.dataSkippingStatsColumns")
+        self.stats_columns = [c.strip() for c in stats_cols.split(",")] if stats_cols else None
+        self.indexed_columns = int(cfg.get("delta.dataSkippingNumIndexedCols", DEFAULT_INDEXED_COLUMNS))
+        self.result = RewriteResult()
+        self._parquet: list[pq.ParquetFile] = []
+        self._masks: list[np.ndarray | None] = []
+        self._row_groups: list[_RowGroup] = []
+        self._spill_dir: str | None = None
+        self._writer: _OutputWriter | None = None
+
+    # ------------------------------------------------------------------ driver
+    def run(self) -> RewriteResult:
+        """Rewrite; on any failure delete the files written so far and re-raise."""
+        try:
+            self._open_inputs()
+            passes = self._plan_passes()
+            self.result.passes = len(passes)
+            spills = self._spill(passes) if len(passes) > 1 else {}
+            expected = sum(rg.rows for rg in self._row_groups) - self.result.deleted_rows_dropped
+            for k, p in enumerate(passes):
+                started = time.monotonic()
+                table = self._gather(k, p, spills.get(k))
+                if table.num_rows:
+                    self._write_pass(table)
+                self.progress(
+                    f"pass {k + 1}/{len(passes)} ({p.label()}): {table.num_rows} rows "
+                    f"in {time.monotonic() - started:.2f}s"
+                )
+                del table
+            outputs = self._writer.close() if self._writer else []
+            self.result.outputs = outputs
+            self.result.rows_out = sum(o.rows for o in outputs)
+            if self.result.rows_out + self.result.duplicates_removed != expected:
+                raise CorruptDataError(
+                    f"rewrite accounted for {self.result.rows_out + self.result.duplicates_removed} of "
+                    f"{expected} live rows; aborting before commit"
+                )
+            return self.result
+        except BaseException:
+            self.discard()
+            raise
+        finally:
+            if self._spill_dir:
+                shutil.rmtree(self._spill_dir, ignore_errors=True)
+
+    def discard(self) -> None:
+        """Delete every output file written by this rewrite (best effort)."""
+        if self._writer is not None:
+            self._writer.abort()
+        for out in self.result.outputs:
+            try:
+                self.storage.delete(out.key)
+            except Exception:  # noqa: BLE001 - cleanup must not mask the original error
+                log.warning("could not delete orphan %s", out.key)
+
+    # ------------------------------------------------------------------ inputs
+    def _open_inputs(self) -> None:
+        masks = self.snapshot.selection_vectors(self.files) if any(f.dv for f in self.files) else {}
+        for fi, f in enumerate(self.files):
+            try:
+                pf = pq.ParquetFile(self.storage.open_input(f.key, f.size), pre_buffer=True)
+                md = pf.metadata
+            except FileNotFoundError:
+                raise CorruptDataError(
+                    f"data file {f.path} is in the log but missing from storage; run FSCK/repair first"
+                ) from None
+            except (pa.ArrowInvalid, OSError) as exc:
+                if isinstance(exc, StorageError):
+                    raise
+                raise CorruptDataError(f"data file {f.path} is not readable Parquet: {str(exc)[:200]}") from None
+            mask = masks.get(f.path)
+            if mask is not None:
+                if len(mask) < md.num_rows:
+                    mask = np.concatenate([mask, np.ones(md.num_rows - len(mask), dtype=bool)])
+                mask = mask[: md.num_rows]
+                self.result.deleted_rows_dropped += int(md.num_rows - mask.sum())
+            self._parquet.append(pf)
+            self._masks.append(mask)
+            leaf = _leaf_index(pf, self.by)
+            offset = 0
+            for i in range(md.num_row_groups):
+                rg = md.row_group(i)
+                lo = hi = None
+                nulls: int | None = None
+                if leaf is not None:
+                    st = rg.column(leaf).statistics
+                    if st is not None:
+                        if st.has_null_count:
+                            nulls = st.null_count
+                        if st.has_min_max:
+                            lo, hi = self._stat_value(st.min), self._stat_value(st.max)
+                            if lo is None or hi is None:
+                                lo = hi = None
+                elif rg.num_rows:
+                    nulls = rg.num_rows  # column absent from this file: every row is null
+                self._row_groups.append(
+                    _RowGroup(fi, i, offset, rg.num_rows, self._estimate(pf, rg), lo, hi, nulls)
+                )
+                offset += rg.num_rows
+            self.result.rows_in += md.num_rows - (0 if mask is None else int(md.num_rows - mask.sum()))
+
+    def _stat_value(self, value: Any) -> Any:
+        try:
+            return pa.scalar(value, type=self.by_type).as_py()
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+            return None
+
+    def _estimate(self, pf: pq.ParquetFile, rg: Any) -> int:
+        """Arrow bytes of a row group, once decoded (fixed widths exactly, variable ones from Parquet)."""
+        total = 0
+        fixed = 0
+        for f in self.target:
+            width = _fixed_width(f.type)
+            if width:
+                fixed += width
+        total = fixed * rg.num_rows
+        for j in range(rg.num_columns):
+            col = rg.column(j)
+            name = col.path_in_schema.split(".")[0]
+            if name in self.target.names and not _fixed_width(self.target.field(name).type):
+                total += int(col.total_uncompressed_size * 1.5) + 8 * rg.num_rows
+        return total
+
+    # ------------------------------------------------------------------ passes
+    def _plan_passes(self) -> list[_Pass]:
+        total = sum(rg.est_bytes for rg in self._row_groups)
+        if total <= self.options.memory_budget:
+            for rg in self._row_groups:
+                rg.passes = [0]
+            return [_Pass(everything=True)]
+        counts: dict[Any, int] = {}
+        null_rows = 0
+        for rg in self._row_groups:
+            if rg.lo is not None and rg.lo == rg.hi and rg.nulls == 0:
+                counts[rg.lo] = counts.get(rg.lo, 0) + rg.rows
+                continue
+            col = self._read_by_column(rg)
+            null_rows += col.null_count
+            vc = pc.value_counts(col.drop_null())
+            for v, c in zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()):
+                counts[v] = counts.get(v, 0) + c
+        rows = sum(rg.rows for rg in self._row_groups) or 1
+        per_row = total / rows
+        passes: list[_Pass] = []
+        acc = 0.0
+        for v in sorted(counts):
+            size = counts[v] * per_row
+            if passes and acc + size <= self.options.memory_budget:
+                passes[-1].hi = v
+                acc += size
+            else:
+                passes.append(_Pass(lo=v, hi=v))
+                acc = size
+        if null_rows or any(rg.nulls is None or rg.nulls for rg in self._row_groups):
+            passes.append(_Pass(nulls_only=True))
+        for rg in self._row_groups:
+            rg.passes = [k for k, p in enumerate(passes) if _overlaps(rg, p)]
+        self.progress(f"{len(counts)} values in {len(passes)} passes (about {total / 2**20:.0f} MiB of rows)")
+        return passes
+
+    def _read_by_column(self, rg: _RowGroup) -> pa.ChunkedArray:
+        pf = self._parquet[rg.file]
+        if self.by not in pf.schema_arrow.names:
+            return pa.chunked_array([pa.nulls(rg.rows, self.by_type)])
+        t = pf.read_row_group(rg.index, columns=[self.by])
+        return conform(t, pa.schema([self.target.field(self.by)]), self.files[rg.file].path).column(0)
+
+    def _spill(self, passes: list[_Pass]) -> dict[int, str]:
+        """Decode every row group that spans several passes once, and split its rows by pass to disk."""
+        wide = [rg for rg in self._row_groups if len(rg.passes) > 1]
+        if not wide:
+            return {}
+        base = os.environ.get("DELTAEXTRAS_SPILL_DIR") or None
+        self._spill_dir = tempfile.mkdtemp(prefix="deltaextras-spill-", dir=base)
+        writers: dict[int, pa.ipc.RecordBatchStreamWriter] = {}
+        sinks: dict[int, Any] = {}
+        paths: dict[int, str] = {}
+        opts = pa.ipc.IpcWriteOptions(compression="lz4")
+        try:
+            for rg in wide:
+                for table in self._iter_row_group(rg, SPILL_BATCH_ROWS):
+                    by_col = table.column(self.by)
+                    for k in rg.passes:
+                        part = table.filter(_pass_mask(by_col, passes[k]))
+                        if not part.num_rows:
+                            continue
+                        if k not in writers:
+                            paths[k] = os.path.join(self._spill_dir, f"pass-{k:05d}.arrows")
+                            sinks[k] = pa.OSFile(paths[k], "wb")
+                            writers[k] = pa.ipc.new_stream(sinks[k], self.target, options=opts)
+                        writers[k].write_table(part)
+        finally:
+            for k, w in writers.items():
+                w.close()
+                sinks[k].close()
+        self.result.spilled_bytes = sum(os.path.getsize(p) for p in paths.values())
+        self.progress(f"spilled {len(wide)} wide row groups ({self.result.spilled_bytes / 2**20:.1f} MiB)")
+        return paths
+
+    def _iter_row_group(self, rg: _RowGroup, batch_rows: int) -> Iterator[pa.Table]:
+        pf = self._parquet[rg.file]
+        source = self.files[rg.file].path
+        cols = [n for n in self.target.names if n in pf.schema_arrow.names]
+        mask = self._masks[rg.file]
+        offset = rg.offset
+        for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[rg.index], columns=cols):
+            table = conform(batch, self.target, source)
+            if mask is not None:
+                table = table.filter(pa.array(mask[offset : offset + table.num_rows]))
+            offset += batch.num_rows
+            yield table
+
+    def _gather(self, k: int, p: _Pass, spill: str | None) -> pa.Table:
+        pieces: list[pa.Table] = []
+        for rg in self._row_groups:
+            if len(rg.passes) == 1 and rg.passes[0] == k:
+                pieces.append(self._read_row_group(rg))
+        if spill:
+            with pa.OSFile(spill, "rb") as src:
+                pieces.append(pa.ipc.open_stream(src).read_all())
+            os.remove(spill)
+        if not pieces:
+            return self.target.empty_table()
+        return pa.concat_tables(pieces)
+
+    def _read_row_group(self, rg: _RowGroup) -> pa.Table:
+        pf = self._parquet[rg.file]
+        cols = [n for n in self.target.names if n in pf.schema_arrow.names]
+        table = conform(pf.read_row_group(rg.index, columns=cols), self.target, self.files[rg.file].path)
+        mask = self._masks[rg.file]
+        if mask is not None:
+            table = table.filter(pa.array(mask[rg.offset : rg.offset + rg.rows]))
+        return table
+
+    # ------------------------------------------------------------------ one pass
+    def _write_pass(self, table: pa.Table) -> None:
+        if self.options.unique_by:
+            table = self._deduplicate(table)
+        order = pc.sort_indices(table, sort_keys=self.sort_keys)
+        # Take column by column so that at most one column exists twice at any moment.
+        columns = list(table.columns)
+        schema = table.schema
+        del table
+        for i in range(len(columns)):
+            columns[i] = columns[i].take(order).combine_chunks()
+        del order
+        table = pa.Table.from_arrays(columns, schema=schema)
+        del columns
+        if self._writer is None:
+            self._writer = _OutputWriter(self, writer_properties(self.target, table, self.by))
+        runs = pc.run_end_encode(table.column(self.by)).chunks
+        start = 0
+        for chunk in runs:
+            for end in chunk.run_ends.to_pylist():
+                self._writer.write_value(table.slice(start, end - start))
+                self.result.values += 1
+                start = end
+
+    def _deduplicate(self, table: pa.Table) -> pa.Table:
+        keyed = table.select(self.unique_keys).append_column("__row", pa.array(np.arange(table.num_rows)))
+        groups = keyed.group_by(self.unique_keys, use_threads=False).aggregate(
+            [("__row", "min"), ("__row", "count")]
+        )
+        dup = groups.filter(pc.greater(groups.column("__row_count"), 1))
+        if not dup.num_rows:
+            return table
+        # Rows sharing the key must be identical in every column; then keep the first of each.
+        listed = keyed.group_by(self.unique_keys, use_threads=False).aggregate([("__row", "list")])
+        multi = listed.filter(pc.greater(pc.list_value_length(listed.column("__row_list")), 1))
+        for row_ids in multi.column("__row_list").to_pylist():
+            rows = table.take(pa.array(row_ids)).to_pylist()
+            if any(r != rows[0] for r in rows[1:]):
+                key = {k: rows[0][k] for k in self.unique_keys}
+                raise DuplicateKeyError(
+                    f"rows share unique_by key {key} but differ in other columns; nothing was committed. "
+                    "Fix the duplicates or widen unique_by"
+                )
+        keep = pc.sort_indices(groups.column("__row_min"))
+        keep_rows = groups.column("__row_min").take(keep)
+        self.result.duplicates_removed += table.num_rows - len(keep_rows)
+        return table.take(keep_rows)
+
+
+def _pass_mask(col: pa.ChunkedArray, p: _Pass) -> pa.ChunkedArray:
+    if p.everything:
+        return pc.is_valid(col) | pc.is_null(col)
+    if p.nulls_only:
+        return pc.is_null(col)
+    lo = pa.scalar(p.lo, type=col.type)
+    hi = pa.scalar(p.hi, type=col.type)
+    return pc.fill_null(pc.and_(pc.greater_equal(col, lo), pc.less_equal(col, hi)), False)
+
+
+def _overlaps(rg: _RowGroup, p: _Pass) -> bool:
+    if p.everything:
+        return True
+    if p.nulls_only:
+        return rg.nulls is None or rg.nulls > 0
+    if rg.lo is None:  # no statistics: could hold anything, unless known to be all null
+        return not (rg.nulls is not None and rg.nulls == rg.rows)
+    return not (rg.hi < p.lo or rg.lo > p.hi)
+
+
+def _leaf_index(pf: pq.ParquetFile, name: str) -> int | None:
+    schema = pf.metadata.schema
+    for j in range(len(schema)):
+        if schema.column(j).path == name:
+            return j
+    return None
+
+
+def _fixed_width(t: pa.DataType) -> int:
+    try:
+        return max(1, t.bit_width // 8) + 1 if t.bit_width else 0
+    except ValueError:
+        return 0
+
+
+# ---------------------------------------------------------------------- output files
+def partition_dir(partition_values: dict[str, str | None], physical: dict[str, str]) -> str:
+    """Hive-style directory of a partition, escaped so any value makes a valid key.
+
+    Example:
+        >>> partition_dir({"node_id_range": "3"}, {})
+        'node_id_range=3'
+        >>> partition_dir({"x": "A/B"}, {})
+        'x=A%2FB'
+    """
+    parts = []
+    for col, value in partition_values.items():
+        text = _HIVE_NULL if value is None else "".join(c if c in _HIVE_SAFE else f"%{ord(c):02X}" for c in value)
+        parts.append(f"{physical.get(col, col)}={text}")
+    return "/".join(parts)
+
+
+class _OutputWriter:
+    """Writes value runs into files that roll over at ``target_file_size`` on value boundaries."""
+
+    def __init__(self, rewriter: PartitionRewriter, props: dict[str, Any]) -> None:
+        self.rw = rewriter
+        self.props = props
+        schema = rewriter.snapshot.schema
+        physical = {c: schema.partition_physical(c) for c in rewriter.partition_values}
+        self.dir = partition_dir(rewriter.partition_values, physical)
+        self.local = rewriter.storage.local_root
+        self.tmpdir = None if self.local else tempfile.mkdtemp(prefix="deltaextras-out-")
+        self.files: list[OutputFile] = []
+        self.row_group_rows = 1
+        self._writer: pq.ParquetWriter | None = None
+        self._sink: Any = None
+        self._key = ""
+        self._local_path = ""
+        self._stats: StatsCollector | None = None
+        self._rows = 0
+        self._groups = 0
+        self._seq = 0
+
+    def _open(self) -> None:
+        name = f"part-{self._seq:05d}-{uuid.uuid4()}.c000.zstd.parquet"
+        self._seq += 1
+        self._key = f"{self.dir}/{name}" if self.dir else name
+        if self.local is not None:
+            self._local_path = str(self.local / self._key)
+            os.makedirs(os.path.dirname(self._local_path), exist_ok=True)
+        else:
+            self._local_path = os.path.join(self.tmpdir or "", name)
+        self._sink = pa.OSFile(self._local_path, "wb")
+        self._writer = pq.ParquetWriter(self._sink, self.rw.target, **self.props)
+        self._stats = StatsCollector(
+            self.rw.target, indexed_columns=self.rw.indexed_columns, stats_columns=self.rw.stats_columns
+        )
+        self._rows = self._groups = 0
+
+    def write_value(self, table: pa.Table) -> None:
+        if self._writer is None:
+            self._open()
+        assert self._writer is not None and self._stats is not None
+        per_row = max(1, table.nbytes // max(1, table.num_rows))
+        cap = max(1, ROW_GROUP_MAX_BYTES // per_row)
+        self._writer.write_table(table, row_group_size=min(cap, max(1, table.num_rows)))
+        self._groups += -(-table.num_rows // cap)
+        self._rows += table.num_rows
+        self._stats.update(table)
+        if self._sink.tell() >= self.rw.options.target_file_size:
+            self._finish()
+
+    def _finish(self) -> None:
+        assert self._writer is not None and self._stats is not None
+        self._writer.close()
+        self._sink.close()
+        self._writer = None
+        md = pq.ParquetFile(self._local_path).metadata  # re-open: the file must read back whole
+        if md.num_rows != self._rows:
+            raise CorruptDataError(f"written file {self._key} reads back {md.num_rows} rows, not {self._rows}")
+        size = os.path.getsize(self._local_path)
+        if self.local is None:
+            self.rw.storage.put(self._key, self._local_path)
+            os.remove(self._local_path)
+        self.files.append(
+            OutputFile(
+                key=self._key,
+                path=quote(self._key, safe="/=-_.~"),
+                size=size,
+                rows=self._rows,
+                row_groups=md.num_row_groups,
+                stats=self._stats.to_dict(),
+                tags=dict(self.rw.tags),
+            )
+        )
+        self.rw.result.outputs = list(self.files)
+
+    def close(self) -> list[OutputFile]:
+        if self._writer is not None:
+            self._finish()
+        if self.tmpdir:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+        return self.files
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            try:
+                self._writer.close()
+                self._sink.close()
+            except Exception:  # noqa: BLE001
+                pass
+            self._writer = None
+            if self.local is not None:
+                try:
+                    os.remove(self._local_path)
+                except OSError:
+                    pass
+        if self.tmpdir:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+        self.rw.result.outputs = list(self.files)

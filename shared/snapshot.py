@@ -1,0 +1,225 @@
+"""A table at one version: protocol, schema, live files with their raw ``add`` actions, deletion
+vector selections — deltalake's view and the replayed log cross-checked against each other.
+
+Example:
+    >>> import tempfile, pyarrow as pa
+    >>> from deltalake import write_deltalake
+    >>> path = tempfile.mkdtemp()
+    >>> write_deltalake(path, pa.table({"node_id": [1, 2], "node_id_range": [0, 0]}),
+    ...                 partition_by=["node_id_range"])
+    >>> snap = TableSnapshot.load(path)
+    >>> snap.version, len(snap.files), snap.files[0].partition_values
+    (0, 1, {'node_id_range': '0'})
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from .errors import CorruptDataError, StorageError, TableNotFoundError, UnsupportedFeatureError
+from .log import LogState, dv_unique_id, latest_version, replay
+from .protocol import check_protocol, has_feature
+from .schema import TableSchema
+from .storage import TableStorage, log_path_to_key
+
+
+@dataclass
+class LiveFile:
+    """One live data file (a logical file: path plus deletion vector)."""
+
+    add: dict[str, Any]
+    partition_values: dict[str, str | None]  # logical column name -> value
+
+    @property
+    def path(self) -> str:
+        """The path as written in the log (percent-encoded, relative)."""
+        return self.add["path"]
+
+    @property
+    def key(self) -> str:
+        """The storage key of the file."""
+        return log_path_to_key(self.add["path"])
+
+    @property
+    def size(self) -> int:
+        return int(self.add.get("size") or 0)
+
+    @property
+    def dv(self) -> dict[str, Any] | None:
+        return self.add.get("deletionVector") or None
+
+    @property
+    def dv_id(self) -> str | None:
+        return dv_unique_id(self.dv)
+
+    @property
+    def deleted_rows(self) -> int:
+        return int(self.dv.get("cardinality", 0)) if self.dv else 0
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        raw = self.add.get("stats")
+        if not raw:
+            return {}
+        try:
+            return json.loads(raw) if isinstance(raw, str) else dict(raw)
+        except (TypeError, ValueError):
+            return {}
+
+    @property
+    def num_records(self) -> int | None:
+        n = self.stats.get("numRecords")
+        return int(n) if n is not None else None
+
+    @property
+    def tags(self) -> dict[str, str]:
+        return dict(self.add.get("tags") or {})
+
+
+class TableSnapshot:
+    """Everything about one table version that planning, rewriting and committing need."""
+
+    def __init__(self, storage: TableStorage, state: LogState, dt: Any | None) -> None:
+        self.storage = storage
+        self.version = state.version
+        self.protocol = state.protocol
+        self.metadata = state.metadata
+        self.configuration: dict[str, str] = dict(state.metadata.get("configuration") or {})
+        self.txns = state.txns
+        self.schema = TableSchema.from_metadata(state.metadata)
+        self.partition_columns: list[str] = list(state.metadata.get("partitionColumns") or [])
+        self._dt = dt
+        phys = {self.schema.partition_physical(c): c for c in self.partition_columns}
+        self.files = [
+            LiveFile(add, {phys.get(k, k): v for k, v in (add.get("partitionValues") or {}).items()})
+            for add in state.adds.values()
+        ]
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def load(
+        cls,
+        uri: str,
+        storage_options: dict[str, str] | None = None,
+        version: int | None = None,
+        *,
+        storage: TableStorage | None = None,
+        cross_check: bool = True,
+    ) -> TableSnapshot:
+        """Load a table at ``version`` (default: latest), refusing unsupported protocols by name."""
+        storage = storage or TableStorage(uri, storage_options)
+        if version is None:
+            version = latest_version(storage)
+        dt = None
+        if cross_check:
+            dt = _open_deltalake(storage, version)
+        state = replay(storage, version)
+        check_protocol(state.protocol, dict(state.metadata.get("configuration") or {}))
+        snap = cls(storage, state, dt)
+        if dt is not None:
+            snap._cross_check(dt)
+        return snap
+
+    def _cross_check(self, dt: Any) -> None:
+        ours = sorted(f.path for f in self.files)
+        theirs = sorted(pa.table(dt.get_add_actions(flatten=False)).column("path").to_pylist())
+        if ours != theirs:
+            raise CorruptDataError(
+                f"deltalake and the log replay disagree on the live files of {self.storage.uri} at version "
+                f"{self.version} ({len(theirs)} vs {len(ours)}); refusing to rewrite"
+            )
+
+    @property
+    def deltalake_table(self) -> Any:
+        """deltalake's ``DeltaTable`` at this version (opened on first use)."""
+        if self._dt is None:
+            self._dt = _open_deltalake(self.storage, self.version)
+        return self._dt
+
+    # ------------------------------------------------------------------ queries
+    def has_deletion_vectors(self) -> bool:
+        return has_feature(self.protocol, "deletionVectors")
+
+    def partition_files(self, column: str | None, value: str | None) -> list[LiveFile]:
+        """Live files of one partition (``column`` None: every file)."""
+        if column is None:
+            return list(self.files)
+        return [f for f in self.files if f.partition_values.get(column) == value]
+
+    def partitions(self, column: str) -> dict[str | None, list[LiveFile]]:
+        """Live files grouped by the value of one partition column."""
+        groups: dict[str | None, list[LiveFile]] = {}
+        for f in self.files:
+            groups.setdefault(f.partition_values.get(column), []).append(f)
+        return groups
+
+    def selection_vectors(self, files: list[LiveFile]) -> dict[str, np.ndarray]:
+        """Keep-masks (True = live row) of the given files that carry deletion vectors, by log path."""
+        wanted = {f.key: f.path for f in files if f.dv}
+        if not wanted:
+            return {}
+        out: dict[str, np.ndarray] = {}
+        root = self.storage.uri.rstrip("/")
+        reader = self.deltalake_table.deletion_vectors()
+        for batch in reader:
+            rb = pa.record_batch(batch) if not isinstance(batch, pa.RecordBatch) else batch
+            paths = rb.column("filepath").to_pylist()
+            vectors = rb.column("selection_vector")
+            for i, uri in enumerate(paths):
+                key = _relative_key(uri, root)
+                if key in wanted:
+                    mask = vectors[i].values.to_numpy(zero_copy_only=False)
+                    out[wanted[key]] = np.asarray(mask, dtype=bool)
+        missing = [p for k, p in wanted.items() if p not in out]
+        if missing:
+            raise CorruptDataError(
+                f"deletion vector of {missing[0]} could not be read through deltalake; refusing to rewrite"
+            )
+        return out
+
+
+def _relative_key(uri: str, root: str) -> str:
+    from urllib.parse import unquote, urlparse
+
+    text = uri
+    if text.startswith("file://"):
+        text = unquote(urlparse(text).path)
+        root_path = root if "://" not in root else unquote(urlparse(root).path)
+        return text[len(root_path.rstrip("/")) + 1 :] if text.startswith(root_path) else text
+    if text.startswith(root):
+        return unquote(text[len(root) + 1 :])
+    # Different spelling of the same account/container: match on the tail after the table path.
+    return unquote(text.split("/", 3)[-1])
+
+
+def _open_deltalake(storage: TableStorage, version: int) -> Any:
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError, DeltaProtocolError, TableNotFoundError as DLNotFound
+
+    try:
+        return DeltaTable(storage.deltalake_uri, version=version, storage_options=storage.storage_options or None)
+    except DLNotFound:
+        raise TableNotFoundError(
+            f"no Delta table at {storage.uri}; check the path and the storage credentials"
+        ) from None
+    except DeltaProtocolError as exc:
+        raise UnsupportedFeatureError(f"deltalake refuses the table's protocol: {_first_line(exc)}") from None
+    except DeltaError as exc:
+        text = _first_line(exc)
+        if "protocol" in text.lower() or "feature" in text.lower():
+            raise UnsupportedFeatureError(f"the table's protocol is not supported: {text}") from None
+        if "not found" in text.lower() or "no files in log segment" in text.lower():
+            raise TableNotFoundError(f"no Delta table at {storage.uri} ({text})") from None
+        raise StorageError(f"deltalake could not load {storage.uri}: {text}") from None
+    except OSError as exc:
+        raise StorageError(f"deltalake could not load {storage.uri}: {_first_line(exc)}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__

@@ -1,0 +1,322 @@
+"""Where a table lives and how its bytes are read and written: one object store per table root.
+
+Local paths, ``file://``, Azure (``abfs[s]://container@account.dfs.core.windows.net/path``,
+``az://container/path``) and S3 (``s3://bucket/path``, ``s3a://``) are resolved here and nowhere
+else. I/O goes through obstore (the Rust ``object_store`` crate that delta-rs uses too), so the
+``storage_options`` users already pass to deltalake work unchanged, and ``put_if_absent`` is an atomic
+create on every backend: ``O_EXCL``-style hard link locally, ``If-None-Match: *`` on Azure and S3.
+
+Example:
+    >>> import tempfile
+    >>> st = TableStorage(tempfile.mkdtemp())
+    >>> st.put_if_absent("_delta_log/00000000000000000000.json", b"{}")
+    True
+    >>> st.put_if_absent("_delta_log/00000000000000000000.json", b"{}")
+    False
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import obstore
+from obstore.exceptions import AlreadyExistsError, NotFoundError, PermissionDeniedError, UnauthenticatedError
+from obstore.store import LocalStore, from_url
+
+from .errors import AccessDeniedError, StorageError, UnsupportedFeatureError
+
+# object_store client options (everything else is a store config key).
+_CLIENT_KEYS = {
+    "allow_http",
+    "allow_invalid_certificates",
+    "connect_timeout",
+    "timeout",
+    "pool_idle_timeout",
+    "pool_max_idle_per_host",
+    "proxy_url",
+    "user_agent",
+    "http1_only",
+    "http2_only",
+}
+_CLIENT_ALIASES = {"aws_allow_http": "allow_http", "azure_allow_http": "allow_http"}
+# deltalake-only options that object_store does not know; they change delta-rs's commit path.
+_DELTA_ONLY = {
+    "aws_s3_allow_unsafe_rename",
+    "aws_s3_locking_provider",
+    "delta_dynamo_table_name",
+    "dynamo_lock_table_name",
+    "dynamo_lock_owner_name",
+    "aws_s3_lock_table_name",
+    "conditional_put",
+    "aws_conditional_put",
+    "max_retries",
+}
+_SECRET_HINTS = ("key", "secret", "token", "sas", "password", "signature", "connection")
+
+
+def normalize_uri(uri: str | os.PathLike[str]) -> str:
+    """The table URI without a trailing slash; local paths become absolute paths.
+
+    Example:
+        >>> normalize_uri("s3a://bucket/t/")
+        's3a://bucket/t'
+        >>> normalize_uri("file:///tmp/t/")
+        '/tmp/t'
+    """
+    text = os.fspath(uri).strip()
+    if text.startswith("file://"):
+        text = unquote(urlparse(text).path)
+    if "://" not in text:
+        return str(Path(text).expanduser().resolve())
+    return text.rstrip("/")
+
+
+def is_local(uri: str) -> bool:
+    """Whether a (normalized) URI is a local path."""
+    return "://" not in uri
+
+
+def redact(options: Mapping[str, str] | None) -> dict[str, str]:
+    """Storage options with secret-looking values masked, fit for logs.
+
+    Example:
+        >>> redact({"account_name": "a", "account_key": "xyz"})
+        {'account_name': 'a', 'account_key': '***'}
+    """
+    return {
+        k: ("***" if any(h in k.lower() for h in _SECRET_HINTS) else v) for k, v in (options or {}).items()
+    }
+
+
+def _split_options(options: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    config: dict[str, str] = {}
+    client: dict[str, str] = {}
+    for key, value in options.items():
+        low = key.lower()
+        low = _CLIENT_ALIASES.get(low, low)
+        if low in _DELTA_ONLY:
+            continue
+        if low in _CLIENT_KEYS:
+            client[low] = str(value)
+        elif low == "aws_endpoint_url":
+            config["aws_endpoint"] = str(value)
+        else:
+            config[low] = str(value)
+    return config, client
+
+
+def check_commit_protocol(uri: str, options: Mapping[str, str]) -> None:
+    """Refuse S3 tables whose writers coordinate commits through a DynamoDB lock table.
+
+    Example:
+        >>> check_commit_protocol("s3://b/t", {"AWS_S3_LOCKING_PROVIDER": "dynamodb"})
+        Traceback (most recent call last):
+        ...
+        deltaextras.errors.UnsupportedFeatureError: the S3 table s3://b/t is configured ...
+    """
+    lowered = {k.lower(): v for k, v in options.items()}
+    merged = {k.lower(): v for k, v in os.environ.items() if k.lower() == "aws_s3_locking_provider"}
+    merged.update(lowered)
+    if str(merged.get("aws_s3_locking_provider", "")).lower() == "dynamodb":
+        raise UnsupportedFeatureError(
+            f"the S3 table {uri} is configured for the DynamoDB log store (AWS_S3_LOCKING_PROVIDER=dynamodb); "
+            "deltaextras commits with S3 conditional writes (If-None-Match) only. Move every writer of this "
+            "table to conditional puts (delta-rs >= 0.22 without the locking provider, Spark S3 log store with "
+            "conditional writes) and drop the option"
+        )
+
+
+class TableStorage:
+    """Byte-level access to everything under one table root.
+
+    Paths are relative to the table root and unescaped (``x=A%2FA/part-0.parquet`` as on storage,
+    not as percent-encoded in the log; use :func:`log_path_to_key` for log paths).
+    """
+
+    def __init__(self, uri: str | os.PathLike[str], storage_options: Mapping[str, str] | None = None) -> None:
+        self.uri = normalize_uri(uri)
+        self.storage_options = dict(storage_options or {})
+        self.local_root: Path | None = None
+        if is_local(self.uri):
+            self.local_root = Path(self.uri)
+            self.local_root.mkdir(parents=True, exist_ok=True)
+            self._store: Any = LocalStore(prefix=str(self.local_root))
+        else:
+            check_commit_protocol(self.uri, self.storage_options)
+            config, client = _split_options(self.storage_options)
+            try:
+                self._store = from_url(self.uri, config=config or None, client_options=client or None)
+            except Exception as exc:  # obstore raises its own config errors
+                raise StorageError(f"cannot open storage for {self.uri}: {exc}") from None
+
+    # ------------------------------------------------------------------ URIs
+    @property
+    def deltalake_uri(self) -> str:
+        """The URI to hand to ``deltalake.DeltaTable``."""
+        return self.uri
+
+    def uri_of(self, key: str) -> str:
+        """Full URI (or local path) of a key under the root."""
+        if self.local_root is not None:
+            return str(self.local_root / key)
+        return f"{self.uri}/{key}"
+
+    # ------------------------------------------------------------------ reads
+    def read(self, key: str) -> bytes:
+        """Whole object bytes; :class:`FileNotFoundError` when absent."""
+        try:
+            return bytes(obstore.get(self._store, key).bytes())
+        except (FileNotFoundError, NotFoundError):
+            raise FileNotFoundError(key) from None
+        except Exception as exc:
+            raise self._wrap(exc, f"read {key}") from None
+
+    def read_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of an object."""
+        try:
+            return bytes(obstore.get_range(self._store, key, start=start, end=end))
+        except Exception as exc:
+            raise self._wrap(exc, f"read {key}[{start}:{end}]") from None
+
+    def size(self, key: str) -> int:
+        """Object size in bytes."""
+        try:
+            return int(obstore.head(self._store, key)["size"])
+        except (FileNotFoundError, NotFoundError):
+            raise FileNotFoundError(key) from None
+        except Exception as exc:
+            raise self._wrap(exc, f"head {key}") from None
+
+    def exists(self, key: str) -> bool:
+        """Whether the object exists."""
+        try:
+            self.size(key)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def list(self, prefix: str) -> Iterator[tuple[str, int]]:
+        """``(key, size)`` of every object under ``prefix`` (recursive)."""
+        try:
+            for chunk in obstore.list(self._store, prefix=prefix):
+                for meta in chunk:
+                    yield str(meta["path"]), int(meta["size"])
+        except (FileNotFoundError, NotFoundError):
+            return
+        except Exception as exc:
+            raise self._wrap(exc, f"list {prefix}") from None
+
+    def list_dir(self, prefix: str) -> list[tuple[str, int]]:
+        """``(key, size)`` of objects directly under ``prefix`` (one level)."""
+        try:
+            result = obstore.list_with_delimiter(self._store, prefix=prefix)
+        except (FileNotFoundError, NotFoundError):
+            return []
+        except Exception as exc:
+            raise self._wrap(exc, f"list {prefix}") from None
+        return [(str(m["path"]), int(m["size"])) for m in result["objects"]]
+
+    def open_input(self, key: str, size: int | None = None) -> Any:
+        """A seekable binary file for pyarrow: the local file itself, or ranged reads on object stores."""
+        if self.local_root is not None:
+            path = self.local_root / key
+            if not path.exists():
+                raise FileNotFoundError(key)
+            return str(path)
+        return io.BufferedReader(_RangeReader(self, key, size if size and size > 0 else self.size(key)), 1 << 20)
+
+    # ------------------------------------------------------------------ writes
+    def put(self, key: str, data: bytes | str | Path) -> None:
+        """Write (or overwrite) an object; ``data`` may be bytes or a local file path to upload."""
+        try:
+            obstore.put(self._store, key, Path(data) if isinstance(data, (str, Path)) else data)
+        except Exception as exc:
+            raise self._wrap(exc, f"write {key}") from None
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Atomically create ``key``; ``False`` (and nothing written) if it already exists."""
+        try:
+            obstore.put(self._store, key, data, mode="create")
+            return True
+        except (AlreadyExistsError, FileExistsError):
+            return False
+        except Exception as exc:
+            if "already exists" in str(exc).lower() or "precondition" in str(exc).lower():
+                return False
+            raise self._wrap(exc, f"create {key}") from None
+
+    def delete(self, key: str) -> None:
+        """Delete an object; absent is fine."""
+        try:
+            obstore.delete(self._store, key)
+        except (FileNotFoundError, NotFoundError):
+            return
+        except Exception as exc:
+            raise self._wrap(exc, f"delete {key}") from None
+
+    # ------------------------------------------------------------------ errors
+    def _wrap(self, exc: BaseException, what: str) -> Exception:
+        if isinstance(exc, (PermissionDeniedError, UnauthenticatedError)):
+            return AccessDeniedError(
+                f"storage refused to {what} under {self.uri}: check the identity's data-plane role "
+                f"or the storage options ({type(exc).__name__})"
+            )
+        if isinstance(exc, (FileNotFoundError, NotFoundError)):
+            return FileNotFoundError(what)
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return StorageError(f"storage failed to {what} under {self.uri}: {text[:300]}")
+
+
+class _RangeReader(io.RawIOBase):
+    """Random-access reads of one object through ranged GETs (what pyarrow needs to read Parquet)."""
+
+    def __init__(self, storage: TableStorage, key: str, size: int) -> None:
+        super().__init__()
+        self._storage, self._key, self._size, self._pos = storage, key, size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        want = min(len(buffer), self._size - self._pos)
+        if want <= 0:
+            return 0
+        data = self._storage.read_range(self._key, self._pos, self._pos + want)
+        n = len(data)
+        buffer[:n] = data
+        self._pos += n
+        return n
+
+
+_ESCAPED = re.compile(r"%[0-9A-Fa-f]{2}")
+
+
+def log_path_to_key(path: str) -> str:
+    """A data file path as written in the Delta log (percent-encoded, relative) → the storage key.
+
+    Example:
+        >>> log_path_to_key("x=A%252FA/part-0.parquet")
+        'x=A%2FA/part-0.parquet'
+    """
+    if "://" in path:
+        raise UnsupportedFeatureError(
+            f"the log names an absolute data file path ({path[:80]}); shallow clones are not supported"
+        )
+    return unquote(path) if _ESCAPED.search(path) else path
