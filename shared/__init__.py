@@ -10,7 +10,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .errors import (  # noqa: E402
+from .errors import (
     AccessDeniedError,
     CommitConflictError,
     CommitRetriesExhaustedError,
@@ -26,11 +26,11 @@ from .errors import (  # noqa: E402
     UnsupportedFeatureError,
     is_retryable,
 )
-from .message import RorderMessage  # noqa: E402
-from .options import RorderOptions  # noqa: E402
-from .plan import TablePlan, plan_table  # noqa: E402
-from .report import PartitionReport, RorderReport  # noqa: E402
-from .rorder import plan_messages, rorder, rorder_setup_multi, rorder_single  # noqa: E402
+from .message import RorderMessage
+from .options import RorderOptions
+from .plan import TablePlan, plan_table
+from .report import PartitionReport, RorderReport
+from .rorder import plan_messages, rorder, rorder_setup_multi, rorder_single
 
 __all__ = [
     "AccessDeniedError",

@@ -136,7 +136,9 @@ def commit(
             return CommitResult(None, attempts, checked)
 
 
-def maybe_checkpoint(storage: TableStorage, version: int, configuration: dict[str, str], protocol: dict[str, Any]) -> bool:
+def maybe_checkpoint(
+    storage: TableStorage, version: int, configuration: dict[str, str], protocol: dict[str, Any]
+) -> bool:
     """Write a checkpoint at ``version`` when the table's interval calls for it; never fails the commit."""
     interval = int(configuration.get("delta.checkpointInterval", "100") or 100)
     if interval <= 0 or version % interval:
@@ -147,8 +149,10 @@ def maybe_checkpoint(storage: TableStorage, version: int, configuration: dict[st
     try:
         from deltalake import DeltaTable
 
-        DeltaTable(storage.deltalake_uri, version=version, storage_options=storage.storage_options or None).create_checkpoint()
+        DeltaTable(
+            storage.deltalake_uri, version=version, storage_options=storage.storage_options or None
+        ).create_checkpoint()
         return True
-    except Exception as exc:  # noqa: BLE001 - a missing checkpoint only costs readers time
+    except Exception as exc:
         log.warning("checkpoint at version %d failed (the commit stands): %s", version, str(exc)[:200])
         return False

@@ -140,7 +140,7 @@ def _checkpoint_rows(storage: TableStorage, keys: list[str]) -> Iterator[dict[st
         else:
             actions = _parquet_actions(data)
         for action in actions:
-            if "sidecar" in action and action["sidecar"]:
+            if action.get("sidecar"):
                 side = LOG_DIR + "_sidecars/" + action["sidecar"]["path"].rsplit("/", 1)[-1]
                 yield from _parquet_actions(storage.read(side))
             else:
@@ -216,9 +216,7 @@ def replay(storage: TableStorage, version: int) -> LogState:
     for v in range(start, version + 1):
         actions = read_commit(storage, v)
         if actions is None:
-            raise CorruptDataError(
-                f"commit {v} of {storage.uri} is missing from the log; the table cannot be replayed"
-            )
+            raise CorruptDataError(f"commit {v} of {storage.uri} is missing from the log; the table cannot be replayed")
         _apply(state, actions)
     if not state.protocol or not state.metadata:
         raise CorruptDataError(f"the log of {storage.uri} has no protocol or metaData action up to {version}")

@@ -280,12 +280,7 @@ def _parse_files(files: Any) -> tuple[tuple[str, int], ...]:
         if isinstance(item, str):
             out.append((item, -1))
             continue
-        if (
-            not isinstance(item, (list, tuple))
-            or len(item) != 2
-            or not isinstance(item[0], str)
-            or _not_int(item[1])
-        ):
+        if not isinstance(item, (list, tuple)) or len(item) != 2 or not isinstance(item[0], str) or _not_int(item[1]):
             raise MessageError(f"message 'files[{i}]' must be a [path, size_bytes] pair, got {item!r}")
         out.append((item[0], int(item[1])))
     return tuple(out)

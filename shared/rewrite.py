@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -66,6 +67,7 @@ class OutputFile:
     row_groups: int
     stats: dict[str, Any]
     tags: dict[str, str]
+    partition_values: dict[str, str | None] = field(default_factory=dict)  # as the log keys them
 
 
 @dataclass
@@ -199,7 +201,7 @@ class PartitionRewriter:
         for out in self.result.outputs:
             try:
                 self.storage.delete(out.key)
-            except Exception:  # noqa: BLE001 - cleanup must not mask the original error
+            except Exception:
                 log.warning("could not delete orphan %s", out.key)
 
     # ------------------------------------------------------------------ inputs
@@ -207,7 +209,9 @@ class PartitionRewriter:
         masks = self.snapshot.selection_vectors(self.files) if any(f.dv for f in self.files) else {}
         for fi, f in enumerate(self.files):
             try:
-                pf = pq.ParquetFile(self.storage.open_input(f.key, f.size), pre_buffer=True)
+                pf = pq.ParquetFile(
+                    self.storage.open_input(f.key, f.size), pre_buffer=True, coerce_int96_timestamp_unit="us"
+                )
                 md = pf.metadata
             except FileNotFoundError:
                 raise CorruptDataError(
@@ -242,9 +246,7 @@ class PartitionRewriter:
                                 lo = hi = None
                 elif rg.num_rows:
                     nulls = rg.num_rows  # column absent from this file: every row is null
-                self._row_groups.append(
-                    _RowGroup(fi, i, offset, rg.num_rows, self._estimate(pf, rg), lo, hi, nulls)
-                )
+                self._row_groups.append(_RowGroup(fi, i, offset, rg.num_rows, self._estimate(pf, rg), lo, hi, nulls))
                 offset += rg.num_rows
             self.result.rows_in += md.num_rows - (0 if mask is None else int(md.num_rows - mask.sum()))
 
@@ -286,7 +288,7 @@ class PartitionRewriter:
             col = self._read_by_column(rg)
             null_rows += col.null_count
             vc = pc.value_counts(col.drop_null())
-            for v, c in zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()):
+            for v, c in zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist(), strict=False):
                 counts[v] = counts.get(v, 0) + c
         rows = sum(rg.rows for rg in self._row_groups) or 1
         per_row = total / rows
@@ -407,9 +409,7 @@ class PartitionRewriter:
 
     def _deduplicate(self, table: pa.Table) -> pa.Table:
         keyed = table.select(self.unique_keys).append_column("__row", pa.array(np.arange(table.num_rows)))
-        groups = keyed.group_by(self.unique_keys, use_threads=False).aggregate(
-            [("__row", "min"), ("__row", "count")]
-        )
+        groups = keyed.group_by(self.unique_keys, use_threads=False).aggregate([("__row", "min"), ("__row", "count")])
         dup = groups.filter(pc.greater(groups.column("__row_count"), 1))
         if not dup.num_rows:
             return table
@@ -489,8 +489,10 @@ class _OutputWriter:
         self.rw = rewriter
         self.props = props
         schema = rewriter.snapshot.schema
-        physical = {c: schema.partition_physical(c) for c in rewriter.partition_values}
-        self.dir = partition_dir(rewriter.partition_values, physical)
+        ordered = {c: rewriter.partition_values[c] for c in schema.partition_columns if c in rewriter.partition_values}
+        physical = {c: schema.partition_physical(c) for c in ordered}
+        self.dir = partition_dir(ordered, physical)
+        self.log_partition_values = {physical[c]: v for c, v in ordered.items()}
         self.local = rewriter.storage.local_root
         self.tmpdir = None if self.local else tempfile.mkdtemp(prefix="deltaextras-out-")
         self.files: list[OutputFile] = []
@@ -554,6 +556,7 @@ class _OutputWriter:
                 row_groups=md.num_row_groups,
                 stats=self._stats.to_dict(),
                 tags=dict(self.rw.tags),
+                partition_values=dict(self.log_partition_values),
             )
         )
         self.rw.result.outputs = list(self.files)
@@ -570,14 +573,12 @@ class _OutputWriter:
             try:
                 self._writer.close()
                 self._sink.close()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
             self._writer = None
             if self.local is not None:
-                try:
+                with contextlib.suppress(OSError):
                     os.remove(self._local_path)
-                except OSError:
-                    pass
         if self.tmpdir:
             shutil.rmtree(self.tmpdir, ignore_errors=True)
         self.rw.result.outputs = list(self.files)

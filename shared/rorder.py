@@ -149,7 +149,7 @@ def rorder_single(
             ),
             txn_action(app_id, snap.version, ts),
             *(remove_action(f.add, ts) for f in files),
-            *(add_action(o, _partition_values_of(snap, o, files), ts) for o in outputs),
+            *(add_action(o, o.partition_values, ts) for o in outputs),
         ]
         payload = encode(actions)
         outcome = commit(
@@ -242,7 +242,14 @@ def _rewrite(
             rw = PartitionRewriter(snap, group, by, msg.options, dict(key), progress=progress)
             res = rw.run()
             outputs.extend(res.outputs)
-            for name in ("rows_in", "rows_out", "duplicates_removed", "deleted_rows_dropped", "spilled_bytes", "values"):
+            for name in (
+                "rows_in",
+                "rows_out",
+                "duplicates_removed",
+                "deleted_rows_dropped",
+                "spilled_bytes",
+                "values",
+            ):
                 setattr(total, name, getattr(total, name) + getattr(res, name))
             total.passes = max(total.passes, res.passes)
     except BaseException:
@@ -252,27 +259,11 @@ def _rewrite(
     return outputs, total
 
 
-def _partition_values_of(snap: TableSnapshot, out: OutputFile, files: list[LiveFile]) -> dict[str, str | None]:
-    """Partition values (physical keys) of an output file: those of the inputs in its directory."""
-    for f in files:
-        if out.key.startswith(_dir_of(f, snap)):
-            return dict(f.add.get("partitionValues") or {})
-    return dict(files[0].add.get("partitionValues") or {})
-
-
-def _dir_of(f: LiveFile, snap: TableSnapshot) -> str:
-    from .rewrite import partition_dir
-
-    physical = {c: snap.schema.partition_physical(c) for c in f.partition_values}
-    d = partition_dir(f.partition_values, physical)
-    return d + "/" if d else ""
-
-
 def _delete_outputs(storage: TableStorage, outputs: list[OutputFile]) -> None:
     for o in outputs:
         try:
             storage.delete(o.key)
-        except Exception:  # noqa: BLE001 - cleanup must not mask the original error
+        except Exception:
             log.warning("could not delete orphan %s (vacuum will)", o.key)
 
 
@@ -288,7 +279,7 @@ def _run_one(message: dict[str, Any], storage_options: dict[str, str] | None) ->
     started = time.monotonic()
     try:
         return rorder_single(message, storage_options=storage_options).to_dict()
-    except Exception as exc:  # noqa: BLE001 - reported, and re-raised by rorder() after all finish
+    except Exception as exc:
         label = message.get("partition_name")
         return PartitionReport(
             table=str(message.get("path")),
@@ -351,7 +342,9 @@ def rorder(
     options = _plan_storage_options(dt_or_uri, storage_options)
     report = RorderReport()
     for p in plan.skipped():
-        skipped = PartitionReport(plan.uri, None if p.partition_name is None else p.label, "skipped", p.reason, plan.version)
+        skipped = PartitionReport(
+            plan.uri, None if p.partition_name is None else p.label, "skipped", p.reason, plan.version
+        )
         report.partitions.append(skipped)
         if progress:
             progress(skipped)

@@ -56,9 +56,7 @@ class TableSchema:
     def __init__(self, fields: list[dict[str, Any]], partition_columns: list[str], mapping_mode: str) -> None:
         self.mapping_mode = mapping_mode
         self.partition_columns = list(partition_columns)
-        self.columns = [
-            Column(f["name"], self._physical(f), f["type"], bool(f.get("nullable", True))) for f in fields
-        ]
+        self.columns = [Column(f["name"], self._physical(f), f["type"], bool(f.get("nullable", True))) for f in fields]
         self._by_name = {c.name: c for c in self.columns}
         self.data_columns = [c for c in self.columns if c.name not in self.partition_columns]
         self.file_schema = pa.schema([self._arrow_field(f) for f in fields if f["name"] not in partition_columns])

@@ -199,7 +199,8 @@ def _relative_key(uri: str, root: str) -> str:
 
 def _open_deltalake(storage: TableStorage, version: int) -> Any:
     from deltalake import DeltaTable
-    from deltalake.exceptions import DeltaError, DeltaProtocolError, TableNotFoundError as DLNotFound
+    from deltalake.exceptions import DeltaError, DeltaProtocolError
+    from deltalake.exceptions import TableNotFoundError as DLNotFound
 
     try:
         return DeltaTable(storage.deltalake_uri, version=version, storage_options=storage.storage_options or None)

@@ -29,33 +29,51 @@ import obstore
 from obstore.exceptions import AlreadyExistsError, NotFoundError, PermissionDeniedError, UnauthenticatedError
 from obstore.store import LocalStore, from_url
 
-from .errors import AccessDeniedError, StorageError, UnsupportedFeatureError
+from .errors import AccessDeniedError, InvalidArgumentError, StorageError, UnsupportedFeatureError
 
-# object_store client options (everything else is a store config key).
+# object_store HTTP client options: obstore takes them (bare, without an aws_/azure_ prefix) in
+# ``client_options``; inside ``config`` they make it panic.
 _CLIENT_KEYS = {
     "allow_http",
     "allow_invalid_certificates",
     "connect_timeout",
-    "timeout",
+    "default_content_type",
+    "http1_only",
+    "http2_keep_alive_interval",
+    "http2_keep_alive_timeout",
+    "http2_keep_alive_while_idle",
+    "http2_only",
     "pool_idle_timeout",
     "pool_max_idle_per_host",
     "proxy_url",
+    "proxy_ca_certificate",
+    "proxy_excludes",
+    "randomize_addresses",
+    "read_timeout",
+    "root_certificate",
+    "timeout",
     "user_agent",
-    "http1_only",
-    "http2_only",
 }
-_CLIENT_ALIASES = {"aws_allow_http": "allow_http", "azure_allow_http": "allow_http"}
-# deltalake-only options that object_store does not know; they change delta-rs's commit path.
+# deltalake-only options that object_store rejects (log store, locking and retry settings).
 _DELTA_ONLY = {
     "aws_s3_allow_unsafe_rename",
     "aws_s3_locking_provider",
     "delta_dynamo_table_name",
     "dynamo_lock_table_name",
     "dynamo_lock_owner_name",
-    "aws_s3_lock_table_name",
+    "dynamo_lock_partition_key_value",
+    "dynamo_lock_refresh_period_millis",
+    "dynamo_lock_additional_time_to_wait_millis",
+    "aws_s3_pool_idle_timeout_seconds",
+    "aws_sts_pool_idle_timeout_seconds",
+    "aws_s3_get_internal_server_error_retries",
+    "aws_endpoint_url_dynamodb",
+    "aws_endpoint_url_sts",
     "conditional_put",
     "aws_conditional_put",
     "max_retries",
+    "retry_timeout",
+    "mount_allow_unsafe_rename",
 }
 _SECRET_HINTS = ("key", "secret", "token", "sas", "password", "signature", "connection")
 
@@ -89,23 +107,30 @@ def redact(options: Mapping[str, str] | None) -> dict[str, str]:
         >>> redact({"account_name": "a", "account_key": "xyz"})
         {'account_name': 'a', 'account_key': '***'}
     """
-    return {
-        k: ("***" if any(h in k.lower() for h in _SECRET_HINTS) else v) for k, v in (options or {}).items()
-    }
+    return {k: ("***" if any(h in k.lower() for h in _SECRET_HINTS) else v) for k, v in (options or {}).items()}
 
 
 def _split_options(options: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """deltalake-style storage options → obstore ``(config, client_options)``.
+
+    Example:
+        >>> _split_options({"AWS_ENDPOINT_URL": "http://h:1", "AWS_ALLOW_HTTP": "true",
+        ...                 "AWS_S3_ALLOW_UNSAFE_RENAME": "true"})
+        ({'aws_endpoint_url': 'http://h:1'}, {'allow_http': 'true'})
+    """
     config: dict[str, str] = {}
     client: dict[str, str] = {}
     for key, value in options.items():
         low = key.lower()
-        low = _CLIENT_ALIASES.get(low, low)
         if low in _DELTA_ONLY:
             continue
-        if low in _CLIENT_KEYS:
-            client[low] = str(value)
-        elif low == "aws_endpoint_url":
-            config["aws_endpoint"] = str(value)
+        bare = low
+        for prefix in ("aws_", "azure_", "google_"):
+            if low.startswith(prefix):
+                bare = low[len(prefix) :]
+                break
+        if bare in _CLIENT_KEYS:
+            client[bare] = str(value)
         else:
             config[low] = str(value)
     return config, client
@@ -152,8 +177,12 @@ class TableStorage:
             config, client = _split_options(self.storage_options)
             try:
                 self._store = from_url(self.uri, config=config or None, client_options=client or None)
-            except Exception as exc:  # obstore raises its own config errors
-                raise StorageError(f"cannot open storage for {self.uri}: {exc}") from None
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as exc:
+                raise InvalidArgumentError(
+                    f"cannot open storage for {self.uri}: {str(exc).splitlines()[0][:200]}; check storage_options"
+                ) from None
 
     # ------------------------------------------------------------------ URIs
     @property

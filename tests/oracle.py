@@ -1,0 +1,130 @@
+"""Independent checks of a table: content checksums through deltalake's reader (which applies deletion
+vectors and column mapping) and the row-group layout read from the Parquet footers."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import hashlib
+import itertools
+import json
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltaextras.storage import TableStorage
+from deltalake import DeltaTable, write_deltalake
+
+
+def _canon(value: Any) -> Any:
+    if isinstance(value, (dt.datetime, dt.date, decimal.Decimal, bytes)):
+        return repr(value)
+    if isinstance(value, float) and value != value:
+        return "NaN"
+    if isinstance(value, dict):
+        return {k: _canon(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_canon(v) for v in value]
+    return value
+
+
+def rows_checksum(table: pa.Table) -> tuple[int, str]:
+    """(row count, sha256 of the sorted canonical rows) — order-independent, duplicate-sensitive."""
+    table = table.select(sorted(table.column_names))
+    lines = sorted(json.dumps(_canon(r), sort_keys=True, default=repr) for r in table.to_pylist())
+    return len(lines), hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def checksum(uri: str, storage_options: dict[str, str] | None = None) -> tuple[int, str]:
+    """Checksum of the live content as deltalake reads it."""
+    return rows_checksum(scan(uri, storage_options))
+
+
+def scan(uri: str, storage_options: dict[str, str] | None = None) -> pa.Table:
+    return pa.table(DeltaTable(uri, storage_options=storage_options or None).scan())
+
+
+def live_adds(uri: str, storage_options: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    dt_ = DeltaTable(uri, storage_options=storage_options or None)
+    return pa.table(dt_.get_add_actions(flatten=True)).to_pylist()
+
+
+def footers(uri: str, storage_options: dict[str, str] | None = None) -> dict[str, pq.FileMetaData]:
+    """Parquet footers of every live file, read straight from storage."""
+    st = TableStorage(uri, storage_options)
+    out = {}
+    from urllib.parse import unquote
+
+    for add in live_adds(uri, storage_options):
+        data = st.read(unquote(add["path"]))
+        out[add["path"]] = pq.ParquetFile(pa.BufferReader(data)).metadata
+    return out
+
+
+def assert_layout(
+    uri: str, column: str, storage_options: dict[str, str] | None = None, partition: str | None = None
+) -> int:
+    """Every row group of every live file holds one value of ``column`` (or only nulls, last), values ascend
+    across row groups and files of each partition directory with disjoint ranges. Returns the row-group count."""
+    by_dir: dict[str, list[tuple[Any, Any, bool]]] = {}
+    groups = 0
+    for path, md in footers(uri, storage_options).items():
+        if partition is not None and not path.startswith(partition + "/"):
+            continue
+        names = [md.schema.column(j).path for j in range(len(md.schema))]
+        j = names.index(column)
+        seq = []
+        for i in range(md.num_row_groups):
+            st = md.row_group(i).column(j).statistics
+            rows = md.row_group(i).num_rows
+            groups += 1
+            assert st is not None and st.has_null_count, f"{path} rg {i}: no statistics"
+            if st.null_count == rows:
+                seq.append((None, None, True))
+                continue
+            assert st.null_count == 0, f"{path} rg {i}: nulls mixed with values"
+            assert st.min == st.max, f"{path} rg {i}: holds {st.min}..{st.max}"
+            seq.append((st.min, st.max, False))
+        values = [s[0] for s in seq if not s[2]]
+        assert values == sorted(values), f"{path}: values not ascending"
+        nulls = [s[2] for s in seq]
+        assert nulls == sorted(nulls), f"{path}: null row group not last"
+        by_dir.setdefault(path.rsplit("/", 1)[0] if "/" in path else "", []).append(
+            (min(values) if values else None, max(values) if values else None, any(nulls))
+        )
+    for d, files in by_dir.items():
+        ranges = sorted((lo, hi) for lo, hi, _ in files if lo is not None)
+        for (_, hi), (lo, _) in itertools.pairwise(ranges):
+            assert hi < lo, f"{d}: files overlap on values {hi} >= {lo}"
+        assert sum(1 for *_, n in files if n) <= 1, f"{d}: nulls in more than one file"
+    return groups
+
+
+def sensor_batch(rng: np.random.Generator, nodes: int, rows: int, node_range: int = 0, base: int = 0) -> pa.Table:
+    """One random-order batch of sensor rows for ``nodes`` node ids."""
+    return pa.table(
+        {
+            "node_id": pa.array(rng.integers(base, base + nodes, rows), pa.int64()),
+            "utc_time": pa.array(rng.integers(0, 10**15, rows), pa.timestamp("us", tz="UTC")),
+            "data_values": rng.random(rows),
+            "quality": pa.array(rng.integers(0, 3, rows), pa.int32()),
+            "node_id_range": pa.array(np.full(rows, node_range), pa.int64()),
+        }
+    )
+
+
+def write_sensor_table(
+    uri: str,
+    storage_options: dict[str, str] | None = None,
+    *,
+    batches: int = 6,
+    nodes: int = 20,
+    rows: int = 400,
+    ranges: int = 1,
+    seed: int = 7,
+) -> None:
+    rng = np.random.default_rng(seed)
+    for _ in range(batches):
+        t = pa.concat_tables([sensor_batch(rng, nodes, rows, r, base=r * nodes) for r in range(ranges)])
+        write_deltalake(uri, t, partition_by=["node_id_range"], mode="append", storage_options=storage_options or None)
