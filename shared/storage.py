@@ -29,7 +29,13 @@ import obstore
 from obstore.exceptions import AlreadyExistsError, NotFoundError, PermissionDeniedError, UnauthenticatedError
 from obstore.store import LocalStore, from_url
 
-from .errors import AccessDeniedError, InvalidArgumentError, StorageError, UnsupportedFeatureError
+from .errors import (
+    AccessDeniedError,
+    InvalidArgumentError,
+    StorageError,
+    TableNotFoundError,
+    UnsupportedFeatureError,
+)
 
 # object_store HTTP client options: obstore takes them (bare, without an aws_/azure_ prefix) in
 # ``client_options``; inside ``config`` they make it panic.
@@ -170,7 +176,8 @@ class TableStorage:
         self.local_root: Path | None = None
         if is_local(self.uri):
             self.local_root = Path(self.uri)
-            self.local_root.mkdir(parents=True, exist_ok=True)
+            if not self.local_root.is_dir():
+                raise TableNotFoundError(f"no Delta table at {self.uri} (no such directory); check the path")
             self._store: Any = LocalStore(prefix=str(self.local_root))
         else:
             check_commit_protocol(self.uri, self.storage_options)
