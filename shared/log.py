@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import CorruptDataError, TableNotFoundError
+from .errors import CommitConflictError, CorruptDataError, InvalidArgumentError, TableNotFoundError
 from .storage import TableStorage
 
 LOG_DIR = "_delta_log/"
@@ -199,24 +199,35 @@ def _apply(state: LogState, actions: Iterable[dict[str, Any]]) -> None:
         state.adds[file_id(add)] = add
 
 
-def replay(storage: TableStorage, version: int) -> LogState:
+def replay(storage: TableStorage, version: int, listing: LogListing | None = None) -> LogState:
     """Replay the log up to ``version`` from the newest complete checkpoint at or before it."""
-    listing = list_log(storage)
-    if version not in listing.commits and version not in listing.checkpoints:
-        raise TableNotFoundError(f"version {version} of {storage.uri} is not in the log (latest {listing.latest})")
-    state = LogState(version, {}, {}, {}, {}, {})
-    start = 0
+    listing = listing or list_log(storage)
+    if listing.latest < 0:
+        raise TableNotFoundError(
+            f"no Delta table at {storage.uri} (no commits under _delta_log/); check the path and credentials"
+        )
+    if version > listing.latest:
+        raise InvalidArgumentError(f"version {version} of {storage.uri} does not exist yet (latest {listing.latest})")
     cps = [v for v in listing.checkpoints if v <= version]
+    start = max(cps) + 1 if cps else 0
+    missing = [v for v in range(start, version + 1) if v not in listing.commits]
+    if missing:
+        if missing[0] < min(listing.commits):
+            raise CommitConflictError(
+                f"version {version} of {storage.uri} can no longer be read: log entries before "
+                f"{min(listing.commits)} were cleaned up. The plan is stale; plan again"
+            )
+        raise CorruptDataError(f"commit {missing[0]} of {storage.uri} is missing from the log; the table is damaged")
+    state = LogState(version, {}, {}, {}, {}, {})
     if cps:
         cp = max(cps)
         checkpoint_actions = list(_checkpoint_rows(storage, listing.checkpoints[cp]))
         # Checkpoint tombstones (remove) are history, not live state.
         _apply(state, (a for a in checkpoint_actions if "remove" not in a))
-        start = cp + 1
     for v in range(start, version + 1):
         actions = read_commit(storage, v)
         if actions is None:
-            raise CorruptDataError(f"commit {v} of {storage.uri} is missing from the log; the table cannot be replayed")
+            raise CorruptDataError(f"commit {v} of {storage.uri} vanished while reading the log; retry")
         _apply(state, actions)
     if not state.protocol or not state.metadata:
         raise CorruptDataError(f"the log of {storage.uri} has no protocol or metaData action up to {version}")

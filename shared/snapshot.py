@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from .errors import CorruptDataError, StorageError, TableNotFoundError, UnsupportedFeatureError
-from .log import LogState, dv_unique_id, latest_version, replay
+from .log import LogState, dv_unique_id, list_log, replay
 from .protocol import check_protocol, has_feature
 from .schema import TableSchema
 from .storage import TableStorage, log_path_to_key
@@ -113,12 +113,11 @@ class TableSnapshot:
     ) -> TableSnapshot:
         """Load a table at ``version`` (default: latest), refusing unsupported protocols by name."""
         storage = storage or TableStorage(uri, storage_options)
+        listing = list_log(storage)
         if version is None:
-            version = latest_version(storage)
-        dt = None
-        if cross_check:
-            dt = _open_deltalake(storage, version)
-        state = replay(storage, version)
+            version = listing.latest
+        state = replay(storage, version, listing)
+        dt = _open_deltalake(storage, version) if cross_check else None
         check_protocol(state.protocol, dict(state.metadata.get("configuration") or {}))
         snap = cls(storage, state, dt)
         if dt is not None:

@@ -330,3 +330,15 @@ def test_checkpoint_written_at_interval(tmp_path: Any) -> None:
     assert report[0].commit_version == 2
     assert (tmp_path / "t" / "_delta_log" / "00000000000000000002.checkpoint.parquet").exists()
     assert DeltaTable(uri).count() if hasattr(DeltaTable, "count") else True
+
+
+def test_stale_and_future_versions_are_refused(tmp_path: Any) -> None:
+    uri = str(tmp_path / "t")
+    write_sensor_table(uri, batches=3, nodes=5, rows=40)
+    DeltaTable(uri).create_checkpoint()
+    (tmp_path / "t" / "_delta_log" / "00000000000000000000.json").unlink()  # log retention cleaned it up
+    with pytest.raises(CommitConflictError, match="cleaned up"):
+        rorder_single({"path": uri, "version": 0, "partition_value": 0})
+    with pytest.raises(InvalidArgumentError, match="does not exist yet"):
+        rorder_single({"path": uri, "version": 9, "partition_value": 0})
+    assert rorder_single({"path": uri, "version": 2, "partition_value": 0}).status == "committed"
