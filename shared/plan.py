@@ -98,6 +98,7 @@ class TablePlan:
     by: str
     options: RorderOptions
     partitions: list[PartitionPlan] = field(default_factory=list)
+    snapshot: TableSnapshot | None = field(default=None, repr=False, compare=False)
 
     def to_rewrite(self) -> list[PartitionPlan]:
         return [p for p in self.partitions if p.action == "rewrite"]
@@ -212,7 +213,7 @@ def plan_table(
         snap.schema.column(c, "sort_by")
     for c in options.unique_by:
         snap.schema.column(c, "unique_by")
-    plan = TablePlan(snap.storage.uri, snap.version, unit, by_col, options)
+    plan = TablePlan(snap.storage.uri, snap.version, unit, by_col, options, snapshot=snap)
     if unit is None:
         groups: dict[str | None, list[LiveFile]] = {None: list(snap.files)} if snap.files else {}
     else:

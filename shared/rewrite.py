@@ -25,6 +25,8 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
+import itertools
 import logging
 import os
 import shutil
@@ -41,6 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from .arrays import bool_array, int64_array
 from .errors import CorruptDataError, DuplicateKeyError, InvalidArgumentError, StorageError
 from .layout import LAYOUT_TAG, RUN_TAG, layout_signature, writer_properties
 from .options import RorderOptions
@@ -52,6 +55,7 @@ log = logging.getLogger("deltaextras.rewrite")
 
 ROW_GROUP_MAX_BYTES = 128 * 1024 * 1024
 SPILL_BATCH_ROWS = 65_536
+RELEASE_EVERY = 16 * 1024 * 1024
 _HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 _HIVE_SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
@@ -101,6 +105,8 @@ class _RowGroup:
 class _Pass:
     lo: Any = None
     hi: Any = None
+    lo_arrow: Any = None  # the same bounds as Arrow scalars of the column's type
+    hi_arrow: Any = None
     nulls_only: bool = False
     everything: bool = False
 
@@ -170,14 +176,12 @@ class PartitionRewriter:
             expected = sum(rg.rows for rg in self._row_groups) - self.result.deleted_rows_dropped
             for k, p in enumerate(passes):
                 started = time.monotonic()
-                table = self._gather(k, p, spills.get(k))
-                if table.num_rows:
-                    self._write_pass(table)
+                # The pass's rows are handed over, not kept here: _write_pass frees them column by column.
+                rows = self._write_pass(self._gather(k, p, spills.get(k)))
+                _release()
                 self.progress(
-                    f"pass {k + 1}/{len(passes)} ({p.label()}): {table.num_rows} rows "
-                    f"in {time.monotonic() - started:.2f}s"
+                    f"pass {k + 1}/{len(passes)} ({p.label()}): {rows} rows in {time.monotonic() - started:.2f}s"
                 )
-                del table
             outputs = self._writer.close() if self._writer else []
             self.result.outputs = outputs
             self.result.rows_out = sum(o.rows for o in outputs)
@@ -210,7 +214,9 @@ class PartitionRewriter:
         for fi, f in enumerate(self.files):
             try:
                 pf = pq.ParquetFile(
-                    self.storage.open_input(f.key, f.size), pre_buffer=True, coerce_int96_timestamp_unit="us"
+                    self.storage.open_input(f.key, f.size),
+                    pre_buffer=self.storage.local_root is None,
+                    coerce_int96_timestamp_unit="us",
                 )
                 md = pf.metadata
             except FileNotFoundError:
@@ -230,12 +236,13 @@ class PartitionRewriter:
             self._parquet.append(pf)
             self._masks.append(mask)
             leaf = _leaf_index(pf, self.by)
+            trusted = _comparable_stats(pf, self.by, self.by_type)
             offset = 0
             for i in range(md.num_row_groups):
                 rg = md.row_group(i)
                 lo = hi = None
                 nulls: int | None = None
-                if leaf is not None:
+                if leaf is not None and trusted:
                     st = rg.column(leaf).statistics
                     if st is not None:
                         if st.has_null_count:
@@ -244,17 +251,31 @@ class PartitionRewriter:
                             lo, hi = self._stat_value(st.min), self._stat_value(st.max)
                             if lo is None or hi is None:
                                 lo = hi = None
-                elif rg.num_rows:
+                elif leaf is None and rg.num_rows:
                     nulls = rg.num_rows  # column absent from this file: every row is null
                 self._row_groups.append(_RowGroup(fi, i, offset, rg.num_rows, self._estimate(pf, rg), lo, hi, nulls))
                 offset += rg.num_rows
             self.result.rows_in += md.num_rows - (0 if mask is None else int(md.num_rows - mask.sum()))
 
     def _stat_value(self, value: Any) -> Any:
-        try:
-            return pa.scalar(value, type=self.by_type).as_py()
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        """A Parquet statistic as the Python value ``as_py()`` gives for the table's type."""
+        t = self.by_type
+        if value is None:
             return None
+        if pa.types.is_timestamp(t):
+            if not isinstance(value, dt.datetime):
+                return None
+            if t.tz is not None:
+                return value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None else value
+            return value.astimezone(dt.timezone.utc).replace(tzinfo=None) if value.tzinfo else value
+        if (pa.types.is_string(t) or pa.types.is_large_string(t)) and isinstance(value, bytes):
+            try:
+                return value.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+        if pa.types.is_floating(t) and value != value:
+            return None
+        return value
 
     def _estimate(self, pf: pq.ParquetFile, rg: Any) -> int:
         """Arrow bytes of a row group, once decoded (fixed widths exactly, variable ones from Parquet)."""
@@ -279,34 +300,37 @@ class PartitionRewriter:
             for rg in self._row_groups:
                 rg.passes = [0]
             return [_Pass(everything=True)]
-        counts: dict[Any, int] = {}
         null_rows = 0
+        parts = []
         for rg in self._row_groups:
-            if rg.lo is not None and rg.lo == rg.hi and rg.nulls == 0:
-                counts[rg.lo] = counts.get(rg.lo, 0) + rg.rows
-                continue
             col = self._read_by_column(rg)
             null_rows += col.null_count
             vc = pc.value_counts(col.drop_null())
-            for v, c in zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist(), strict=False):
-                counts[v] = counts.get(v, 0) + c
+            parts.append(pa.Table.from_arrays([vc.field("values"), vc.field("counts")], names=["v", "c"]))
+        agg = pa.concat_tables(parts).group_by("v", use_threads=False).aggregate([("c", "sum")])
+        order = pc.sort_indices(agg.column("v"))
+        values = agg.column("v").take(order).combine_chunks()
+        counts = agg.column("c_sum").take(order).to_pylist()
         rows = sum(rg.rows for rg in self._row_groups) or 1
         per_row = total / rows
-        passes: list[_Pass] = []
+        spans: list[list[int]] = []
         acc = 0.0
-        for v in sorted(counts):
-            size = counts[v] * per_row
-            if passes and acc + size <= self.options.memory_budget:
-                passes[-1].hi = v
+        for i, count in enumerate(counts):
+            size = count * per_row
+            if spans and acc + size <= self.options.memory_budget:
+                spans[-1][1] = i
                 acc += size
             else:
-                passes.append(_Pass(lo=v, hi=v))
+                spans.append([i, i])
                 acc = size
+        passes = [
+            _Pass(lo=values[a].as_py(), hi=values[b].as_py(), lo_arrow=values[a], hi_arrow=values[b]) for a, b in spans
+        ]
         if null_rows or any(rg.nulls is None or rg.nulls for rg in self._row_groups):
             passes.append(_Pass(nulls_only=True))
         for rg in self._row_groups:
             rg.passes = [k for k, p in enumerate(passes) if _overlaps(rg, p)]
-        self.progress(f"{len(counts)} values in {len(passes)} passes (about {total / 2**20:.0f} MiB of rows)")
+        self.progress(f"{len(values)} values in {len(passes)} passes (about {total / 2**20:.0f} MiB of rows)")
         return passes
 
     def _read_by_column(self, rg: _RowGroup) -> pa.ChunkedArray:
@@ -357,22 +381,43 @@ class PartitionRewriter:
         for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[rg.index], columns=cols):
             table = conform(batch, self.target, source)
             if mask is not None:
-                table = table.filter(pa.array(mask[offset : offset + table.num_rows]))
+                table = table.filter(bool_array(mask[offset : offset + table.num_rows]))
             offset += batch.num_rows
             yield table
 
     def _gather(self, k: int, p: _Pass, spill: str | None) -> pa.Table:
         pieces: list[pa.Table] = []
+        by_file: dict[int, list[_RowGroup]] = {}
         for rg in self._row_groups:
             if len(rg.passes) == 1 and rg.passes[0] == k:
-                pieces.append(self._read_row_group(rg))
+                by_file.setdefault(rg.file, []).append(rg)
+        since_release = 0
+        for fi, groups in by_file.items():
+            if len(groups) == self._parquet[fi].metadata.num_row_groups:
+                pieces.append(self._read_file(fi))  # the whole file belongs to this pass: one read
+            else:
+                pieces.extend(self._read_row_group(rg) for rg in groups)
+            since_release += sum(rg.est_bytes for rg in groups)
+            if since_release > RELEASE_EVERY:
+                _release()  # decoding leaves scratch pages behind; return them before they pile up
+                since_release = 0
         if spill:
             with pa.OSFile(spill, "rb") as src:
                 pieces.append(pa.ipc.open_stream(src).read_all())
             os.remove(spill)
+        _release()
         if not pieces:
             return self.target.empty_table()
         return pa.concat_tables(pieces)
+
+    def _read_file(self, fi: int) -> pa.Table:
+        pf = self._parquet[fi]
+        cols = [n for n in self.target.names if n in pf.schema_arrow.names]
+        table = conform(pf.read(columns=cols), self.target, self.files[fi].path)
+        mask = self._masks[fi]
+        if mask is not None:
+            table = table.filter(bool_array(mask))
+        return table
 
     def _read_row_group(self, rg: _RowGroup) -> pa.Table:
         pf = self._parquet[rg.file]
@@ -380,35 +425,58 @@ class PartitionRewriter:
         table = conform(pf.read_row_group(rg.index, columns=cols), self.target, self.files[rg.file].path)
         mask = self._masks[rg.file]
         if mask is not None:
-            table = table.filter(pa.array(mask[rg.offset : rg.offset + rg.rows]))
+            table = table.filter(bool_array(mask[rg.offset : rg.offset + rg.rows]))
         return table
 
     # ------------------------------------------------------------------ one pass
-    def _write_pass(self, table: pa.Table) -> None:
+    def _write_pass(self, table: pa.Table) -> int:
+        """Sort one pass's rows and write them value by value; returns the rows written.
+
+        Rows are first put in ``by`` order (cheap: few distinct values), column by column so that at
+        most one column exists twice at any moment; then each value's rows are sorted by ``sort_by``
+        on their own while they are written, so no second full copy of the pass is ever made.
+        """
+        if not table.num_rows:
+            return 0
         if self.options.unique_by:
             table = self._deduplicate(table)
-        order = pc.sort_indices(table, sort_keys=self.sort_keys)
-        # Take column by column so that at most one column exists twice at any moment.
+        rows = table.num_rows
+        by_col = table.column(self.by).combine_chunks()  # sorting one array is ~50x faster than chunks
+        run_ends = self._run_ends(by_col)
+        order = pc.array_sort_indices(by_col, null_placement="at_end").cast(pa.int32() if rows < 2**31 else pa.int64())
+        del by_col
         columns = list(table.columns)
         schema = table.schema
         del table
+        _release()
         for i in range(len(columns)):
             columns[i] = columns[i].take(order).combine_chunks()
+            _release()  # the old column's many small buffers are free now: give their pages back
         del order
         table = pa.Table.from_arrays(columns, schema=schema)
         del columns
         if self._writer is None:
             self._writer = _OutputWriter(self, writer_properties(self.target, table, self.by))
-        runs = pc.run_end_encode(table.column(self.by)).chunks
+        inner = self.sort_keys[1:]
         start = 0
-        for chunk in runs:
-            for end in chunk.run_ends.to_pylist():
-                self._writer.write_value(table.slice(start, end - start))
-                self.result.values += 1
-                start = end
+        for end in run_ends:
+            run = table.slice(start, end - start)
+            if inner and run.num_rows > 1:
+                run = run.take(pc.sort_indices(run.select([k for k, _, _ in inner]), sort_keys=inner))
+            self._writer.write_value(run)
+            self.result.values += 1
+            start = end
+        return rows
+
+    @staticmethod
+    def _run_ends(by_col: pa.Array) -> list[int]:
+        """Where each value's rows end once sorted by value (nulls last)."""
+        counts = pc.value_counts(by_col)
+        order = pc.array_sort_indices(counts.field("values"), null_placement="at_end")
+        return list(itertools.accumulate(counts.field("counts").take(order).to_pylist()))
 
     def _deduplicate(self, table: pa.Table) -> pa.Table:
-        keyed = table.select(self.unique_keys).append_column("__row", pa.array(np.arange(table.num_rows)))
+        keyed = table.select(self.unique_keys).append_column("__row", int64_array(np.arange(table.num_rows)))
         groups = keyed.group_by(self.unique_keys, use_threads=False).aggregate([("__row", "min"), ("__row", "count")])
         dup = groups.filter(pc.greater(groups.column("__row_count"), 1))
         if not dup.num_rows:
@@ -417,7 +485,7 @@ class PartitionRewriter:
         listed = keyed.group_by(self.unique_keys, use_threads=False).aggregate([("__row", "list")])
         multi = listed.filter(pc.greater(pc.list_value_length(listed.column("__row_list")), 1))
         for row_ids in multi.column("__row_list").to_pylist():
-            rows = table.take(pa.array(row_ids)).to_pylist()
+            rows = table.take(int64_array(np.array(row_ids))).to_pylist()
             if any(r != rows[0] for r in rows[1:]):
                 key = {k: rows[0][k] for k in self.unique_keys}
                 raise DuplicateKeyError(
@@ -430,13 +498,17 @@ class PartitionRewriter:
         return table.take(keep_rows)
 
 
+def _release() -> None:
+    """Return freed Arrow memory to the operating system (the allocator otherwise keeps it)."""
+    pa.default_memory_pool().release_unused()
+
+
 def _pass_mask(col: pa.ChunkedArray, p: _Pass) -> pa.ChunkedArray:
     if p.everything:
         return pc.is_valid(col) | pc.is_null(col)
     if p.nulls_only:
         return pc.is_null(col)
-    lo = pa.scalar(p.lo, type=col.type)
-    hi = pa.scalar(p.hi, type=col.type)
+    lo, hi = p.lo_arrow, p.hi_arrow
     return pc.fill_null(pc.and_(pc.greater_equal(col, lo), pc.less_equal(col, hi)), False)
 
 
@@ -448,6 +520,22 @@ def _overlaps(rg: _RowGroup, p: _Pass) -> bool:
     if rg.lo is None:  # no statistics: could hold anything, unless known to be all null
         return not (rg.nulls is not None and rg.nulls == rg.rows)
     return not (rg.hi < p.lo or rg.lo > p.hi)
+
+
+def _comparable_stats(pf: pq.ParquetFile, name: str, target: pa.DataType) -> bool:
+    """Whether a file's min/max of a column read back as values comparable with the table's type."""
+    if name not in pf.schema_arrow.names:
+        return False
+    t = pf.schema_arrow.field(name).type
+    if pa.types.is_timestamp(target):
+        return pa.types.is_timestamp(t) and t.unit in ("ms", "us")
+    if pa.types.is_dictionary(t):
+        return False
+    return (
+        t.equals(target)
+        or (pa.types.is_integer(t) and pa.types.is_integer(target))
+        or (pa.types.is_string(target) and (pa.types.is_string(t) or pa.types.is_large_string(t)))
+    )
 
 
 def _leaf_index(pf: pq.ParquetFile, name: str) -> int | None:

@@ -69,6 +69,7 @@ def rorder_single(
     storage_options: Mapping[str, str] | None = None,
     progress: Callable[[str], None] | None = None,
     hooks: Hooks | None = None,
+    snapshot: TableSnapshot | None = None,
 ) -> PartitionReport:
     """Rewrite and commit one partition described by a work message.
 
@@ -78,7 +79,8 @@ def rorder_single(
     on failure and the files written so far are deleted.
 
     ``hooks`` (for tracing and fault injection) may name callables ``after_rewrite(outputs)``,
-    ``before_commit(version)`` and ``after_commit(version)``.
+    ``before_commit(version)`` and ``after_commit(version)``. ``snapshot`` lets a caller that has
+    just planned the same table version skip loading it again.
 
     Example:
         >>> import tempfile, pyarrow as pa
@@ -94,8 +96,15 @@ def rorder_single(
     started = time.monotonic()
     hooks = hooks or {}
     msg = _as_message(message)
-    storage = TableStorage(msg.path, storage_options)
-    snap = TableSnapshot.load(msg.path, dict(storage_options or {}), msg.version, storage=storage)
+    if (
+        snapshot is not None
+        and snapshot.version == msg.version
+        and snapshot.storage.uri == TableStorage.normalize(msg.path)
+    ):
+        snap, storage = snapshot, snapshot.storage
+    else:
+        storage = TableStorage(msg.path, storage_options)
+        snap = TableSnapshot.load(msg.path, dict(storage_options or {}), msg.version, storage=storage)
     unit, by = resolve_unit(snap, msg.options.by, msg.partition_name)
     label = None if unit is None else f"{unit}={msg.partition_value}"
     report = PartitionReport(table=storage.uri, partition=label, status="skipped", read_version=snap.version)
@@ -274,11 +283,13 @@ def _finish(report: PartitionReport, started: float) -> PartitionReport:
 
 
 # ---------------------------------------------------------------------- many partitions
-def _run_one(message: dict[str, Any], storage_options: dict[str, str] | None) -> dict[str, Any]:
+def _run_one(
+    message: dict[str, Any], storage_options: dict[str, str] | None, snapshot: TableSnapshot | None = None
+) -> dict[str, Any]:
     """Process-pool entry: never raises; failures come back as a failed report."""
     started = time.monotonic()
     try:
-        return rorder_single(message, storage_options=storage_options).to_dict()
+        return rorder_single(message, storage_options=storage_options, snapshot=snapshot).to_dict()
     except Exception as exc:
         label = message.get("partition_name")
         return PartitionReport(
@@ -352,7 +363,7 @@ def rorder(
     workers = max(1, min(max_workers or os.cpu_count() or 1, len(messages)))
     if workers == 1:
         for m in messages:
-            r = PartitionReport(**_run_one(m, options))
+            r = PartitionReport(**_run_one(m, options, plan.snapshot))
             report.partitions.append(r)
             if progress:
                 progress(r)

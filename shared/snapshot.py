@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from .arrays import bool_numpy
 from .errors import CorruptDataError, StorageError, TableNotFoundError, UnsupportedFeatureError
 from .log import LogState, dv_unique_id, list_log, replay
 from .protocol import check_protocol, has_feature
@@ -125,8 +126,9 @@ class TableSnapshot:
         return snap
 
     def _cross_check(self, dt: Any) -> None:
-        ours = sorted(f.path for f in self.files)
-        theirs = sorted(pa.table(dt.get_add_actions(flatten=False)).column("path").to_pylist())
+        roots = _roots(dt, self.storage)
+        ours = sorted(f.key for f in self.files)
+        theirs = sorted(_relative_key(u, roots, is_url=False) for u in dt.file_uris())
         if ours != theirs:
             raise CorruptDataError(
                 f"deltalake and the log replay disagree on the live files of {self.storage.uri} at version "
@@ -163,17 +165,16 @@ class TableSnapshot:
         if not wanted:
             return {}
         out: dict[str, np.ndarray] = {}
-        root = self.storage.uri.rstrip("/")
+        roots = _roots(self.deltalake_table, self.storage)
         reader = self.deltalake_table.deletion_vectors()
         for batch in reader:
             rb = pa.record_batch(batch) if not isinstance(batch, pa.RecordBatch) else batch
             paths = rb.column("filepath").to_pylist()
             vectors = rb.column("selection_vector")
             for i, uri in enumerate(paths):
-                key = _relative_key(uri, root)
+                key = _relative_key(uri, roots, is_url="://" in uri)
                 if key in wanted:
-                    mask = vectors[i].values.to_numpy(zero_copy_only=False)
-                    out[wanted[key]] = np.asarray(mask, dtype=bool)
+                    out[wanted[key]] = bool_numpy(vectors[i].values)
         missing = [p for k, p in wanted.items() if p not in out]
         if missing:
             raise CorruptDataError(
@@ -182,18 +183,33 @@ class TableSnapshot:
         return out
 
 
-def _relative_key(uri: str, root: str) -> str:
-    from urllib.parse import unquote, urlparse
+def _relative_key(uri: str, roots: list[str], *, is_url: bool) -> str:
+    """Storage key of a file as deltalake names it: strip the table root; URLs are percent-decoded once.
 
-    text = uri
-    if text.startswith("file://"):
-        text = unquote(urlparse(text).path)
-        root_path = root if "://" not in root else unquote(urlparse(root).path)
-        return text[len(root_path.rstrip("/")) + 1 :] if text.startswith(root_path) else text
-    if text.startswith(root):
-        return unquote(text[len(root) + 1 :])
-    # Different spelling of the same account/container: match on the tail after the table path.
-    return unquote(text.split("/", 3)[-1])
+    Example:
+        >>> _relative_key("file:///t/x=A%252FA/p.parquet", ["file:///t"], is_url=True)
+        'x=A%2FA/p.parquet'
+        >>> _relative_key("/t/x=A%2FA/p.parquet", ["/t"], is_url=False)
+        'x=A%2FA/p.parquet'
+    """
+    from urllib.parse import unquote
+
+    for root in roots:
+        root = root.rstrip("/")
+        if root and uri.startswith(root + "/"):
+            rel = uri[len(root) + 1 :]
+            return unquote(rel) if is_url else rel
+    return uri
+
+
+def _roots(dt: Any, storage: TableStorage) -> list[str]:
+    table_uri = str(dt.table_uri)
+    roots = [table_uri, storage.uri]
+    if table_uri.startswith("file://"):
+        from urllib.parse import unquote, urlparse
+
+        roots.append(unquote(urlparse(table_uri).path))
+    return roots
 
 
 def _open_deltalake(storage: TableStorage, version: int) -> Any:
@@ -202,7 +218,9 @@ def _open_deltalake(storage: TableStorage, version: int) -> Any:
     from deltalake.exceptions import TableNotFoundError as DLNotFound
 
     try:
-        return DeltaTable(storage.deltalake_uri, version=version, storage_options=storage.storage_options or None)
+        return DeltaTable(
+            storage.deltalake_uri, version=version, storage_options=storage.storage_options or None, skip_stats=True
+        )
     except DLNotFound:
         raise TableNotFoundError(
             f"no Delta table at {storage.uri}; check the path and the storage credentials"

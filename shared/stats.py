@@ -91,6 +91,10 @@ class StatsCollector:
             if pa.types.is_floating(leaf.type) and pc.any(pc.is_nan(col)).as_py():
                 leaf.nan = True
                 continue
+            if pa.types.is_timestamp(leaf.type):
+                col = col.cast(pa.int64())  # micro/milli/... ticks; converted when written out
+            elif pa.types.is_date32(leaf.type):
+                col = col.cast(pa.int32())
             mm = pc.min_max(col)
             lo, hi = mm["min"].as_py(), mm["max"].as_py()
             if lo is None:
@@ -125,17 +129,26 @@ def _put(target: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
     target[path[-1]] = value
 
 
+_TICKS_PER_MICRO = {"s": None, "ms": None, "us": 1, "ns": 1000}
+
+
 def _json_bound(t: pa.DataType, value: Any, *, low: bool) -> Any:
     if pa.types.is_timestamp(t):
-        if isinstance(value, dt.datetime):
-            naive = value.astimezone(dt.timezone.utc).replace(tzinfo=None) if value.tzinfo else value
-        else:  # pandas-free: integer fallbacks never happen for us/ms units, keep safe
-            return None
-        micros = (naive - _EPOCH) // dt.timedelta(microseconds=1)
+        micros = _to_micros(int(value), t.unit, low=low)
         millis = micros // 1000 if low else -((-micros) // 1000)
-        stamp = _EPOCH + dt.timedelta(milliseconds=millis)
+        try:
+            stamp = _EPOCH + dt.timedelta(milliseconds=millis)
+        except OverflowError:
+            return None
         text = stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{stamp.microsecond // 1000:03d}"
+        if stamp.year < 1000:
+            text = f"{stamp.year:04d}" + text[len(str(stamp.year)) :]
         return text + ("Z" if t.tz is not None else "")
+    if pa.types.is_date32(t):
+        try:
+            return (_EPOCH.date() + dt.timedelta(days=int(value))).isoformat()
+        except OverflowError:
+            return None
     if pa.types.is_date(t):
         return value.isoformat()
     if isinstance(value, str):
@@ -145,3 +158,13 @@ def _json_bound(t: pa.DataType, value: Any, *, low: bool) -> Any:
     if isinstance(value, float) and value in (float("inf"), float("-inf")):
         return None
     return value
+
+
+def _to_micros(ticks: int, unit: str, *, low: bool) -> int:
+    if unit == "s":
+        return ticks * 1_000_000
+    if unit == "ms":
+        return ticks * 1000
+    if unit == "us":
+        return ticks
+    return ticks // 1000 if low else -((-ticks) // 1000)

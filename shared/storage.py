@@ -191,6 +191,8 @@ class TableStorage:
                     f"cannot open storage for {self.uri}: {str(exc).splitlines()[0][:200]}; check storage_options"
                 ) from None
 
+    normalize = staticmethod(normalize_uri)
+
     # ------------------------------------------------------------------ URIs
     @property
     def deltalake_uri(self) -> str:
