@@ -218,9 +218,7 @@ def _open_deltalake(storage: TableStorage, version: int) -> Any:
     from deltalake.exceptions import TableNotFoundError as DLNotFound
 
     try:
-        return DeltaTable(
-            storage.deltalake_uri, version=version, storage_options=storage.storage_options or None, skip_stats=True
-        )
+        return DeltaTable(storage.deltalake_uri, version=version, storage_options=storage.storage_options or None)
     except DLNotFound:
         raise TableNotFoundError(
             f"no Delta table at {storage.uri}; check the path and the storage credentials"
