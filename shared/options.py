@@ -16,7 +16,7 @@ from typing import Any
 from .errors import InvalidArgumentError
 
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
-DEFAULT_MEMORY_BUDGET = 192 * 1024 * 1024
+DEFAULT_MEMORY_BUDGET = 96 * 1024 * 1024
 DEFAULT_MAX_DELETED_ROWS_RATIO = 0.05
 ORDERS = ("ascending", "descending")
 

@@ -279,17 +279,12 @@ class PartitionRewriter:
 
     def _estimate(self, pf: pq.ParquetFile, rg: Any) -> int:
         """Arrow bytes of a row group, once decoded (fixed widths exactly, variable ones from Parquet)."""
-        total = 0
-        fixed = 0
-        for f in self.target:
-            width = _fixed_width(f.type)
-            if width:
-                fixed += width
-        total = fixed * rg.num_rows
+        fixed_bits = sum(_fixed_bits(f.type) for f in self.target)
+        total = fixed_bits * rg.num_rows // 8
         for j in range(rg.num_columns):
             col = rg.column(j)
             name = col.path_in_schema.split(".")[0]
-            if name in self.target.names and not _fixed_width(self.target.field(name).type):
+            if name in self.target.names and not _fixed_bits(self.target.field(name).type):
                 total += int(col.total_uncompressed_size * 1.5) + 8 * rg.num_rows
         return total
 
@@ -301,22 +296,25 @@ class PartitionRewriter:
                 rg.passes = [0]
             return [_Pass(everything=True)]
         null_rows = 0
-        parts = []
+        counts: dict[Any, int] = {}
+        scalars: dict[Any, pa.Scalar] = {}  # the same values as Arrow scalars of the column's type
         for rg in self._row_groups:
             col = self._read_by_column(rg)
             null_rows += col.null_count
             vc = pc.value_counts(col.drop_null())
-            parts.append(pa.Table.from_arrays([vc.field("values"), vc.field("counts")], names=["v", "c"]))
-        agg = pa.concat_tables(parts).group_by("v", use_threads=False).aggregate([("c", "sum")])
-        order = pc.sort_indices(agg.column("v"))
-        values = agg.column("v").take(order).combine_chunks()
-        counts = agg.column("c_sum").take(order).to_pylist()
+            found = vc.field("values")
+            for j, (v, c) in enumerate(zip(found.to_pylist(), vc.field("counts").to_pylist(), strict=True)):
+                if v not in counts:
+                    counts[v] = 0
+                    scalars[v] = found[j]
+                counts[v] += c
+        ordered = sorted(counts)
         rows = sum(rg.rows for rg in self._row_groups) or 1
         per_row = total / rows
         spans: list[list[int]] = []
         acc = 0.0
-        for i, count in enumerate(counts):
-            size = count * per_row
+        for i, value in enumerate(ordered):
+            size = counts[value] * per_row
             if spans and acc + size <= self.options.memory_budget:
                 spans[-1][1] = i
                 acc += size
@@ -324,20 +322,22 @@ class PartitionRewriter:
                 spans.append([i, i])
                 acc = size
         passes = [
-            _Pass(lo=values[a].as_py(), hi=values[b].as_py(), lo_arrow=values[a], hi_arrow=values[b]) for a, b in spans
+            _Pass(lo=ordered[a], hi=ordered[b], lo_arrow=scalars[ordered[a]], hi_arrow=scalars[ordered[b]])
+            for a, b in spans
         ]
         if null_rows or any(rg.nulls is None or rg.nulls for rg in self._row_groups):
             passes.append(_Pass(nulls_only=True))
         for rg in self._row_groups:
             rg.passes = [k for k, p in enumerate(passes) if _overlaps(rg, p)]
-        self.progress(f"{len(values)} values in {len(passes)} passes (about {total / 2**20:.0f} MiB of rows)")
+        _release()
+        self.progress(f"{len(ordered)} values in {len(passes)} passes (about {total / 2**20:.0f} MiB of rows)")
         return passes
 
     def _read_by_column(self, rg: _RowGroup) -> pa.ChunkedArray:
         pf = self._parquet[rg.file]
         if self.by not in pf.schema_arrow.names:
             return pa.chunked_array([pa.nulls(rg.rows, self.by_type)])
-        t = pf.read_row_group(rg.index, columns=[self.by])
+        t = pf.read_row_group(rg.index, columns=[self.by], use_threads=False)
         return conform(t, pa.schema([self.target.field(self.by)]), self.files[rg.file].path).column(0)
 
     def _spill(self, passes: list[_Pass]) -> dict[int, str]:
@@ -347,10 +347,10 @@ class PartitionRewriter:
             return {}
         base = os.environ.get("DELTAEXTRAS_SPILL_DIR") or None
         self._spill_dir = tempfile.mkdtemp(prefix="deltaextras-spill-", dir=base)
-        writers: dict[int, pa.ipc.RecordBatchStreamWriter] = {}
-        sinks: dict[int, Any] = {}
+        # Spill files are Parquet (lz4, plain): read back one column at a time, each column's memory
+        # stays in pages of its own and is returned as soon as that column has been reordered.
+        writers: dict[int, pq.ParquetWriter] = {}
         paths: dict[int, str] = {}
-        opts = pa.ipc.IpcWriteOptions(compression="lz4")
         try:
             for rg in wide:
                 for table in self._iter_row_group(rg, SPILL_BATCH_ROWS):
@@ -360,14 +360,15 @@ class PartitionRewriter:
                         if not part.num_rows:
                             continue
                         if k not in writers:
-                            paths[k] = os.path.join(self._spill_dir, f"pass-{k:05d}.arrows")
-                            sinks[k] = pa.OSFile(paths[k], "wb")
-                            writers[k] = pa.ipc.new_stream(sinks[k], self.target, options=opts)
+                            paths[k] = os.path.join(self._spill_dir, f"pass-{k:05d}.parquet")
+                            writers[k] = pq.ParquetWriter(
+                                paths[k], self.target, compression="lz4", use_dictionary=False, write_statistics=False
+                            )
                         writers[k].write_table(part)
+                _release()
         finally:
-            for k, w in writers.items():
+            for w in writers.values():
                 w.close()
-                sinks[k].close()
         self.result.spilled_bytes = sum(os.path.getsize(p) for p in paths.values())
         self.progress(f"spilled {len(wide)} wide row groups ({self.result.spilled_bytes / 2**20:.1f} MiB)")
         return paths
@@ -378,7 +379,7 @@ class PartitionRewriter:
         cols = [n for n in self.target.names if n in pf.schema_arrow.names]
         mask = self._masks[rg.file]
         offset = rg.offset
-        for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[rg.index], columns=cols):
+        for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[rg.index], columns=cols, use_threads=False):
             table = conform(batch, self.target, source)
             if mask is not None:
                 table = table.filter(bool_array(mask[offset : offset + table.num_rows]))
@@ -402,13 +403,20 @@ class PartitionRewriter:
                 _release()  # decoding leaves scratch pages behind; return them before they pile up
                 since_release = 0
         if spill:
-            with pa.OSFile(spill, "rb") as src:
-                pieces.append(pa.ipc.open_stream(src).read_all())
+            pieces.append(self._read_spill(spill))
             os.remove(spill)
         _release()
         if not pieces:
             return self.target.empty_table()
         return pa.concat_tables(pieces)
+
+    def _read_spill(self, path: str) -> pa.Table:
+        spill = pq.ParquetFile(path)
+        arrays = []
+        for name in self.target.names:
+            arrays.append(spill.read(columns=[name], use_threads=False).column(0).combine_chunks())
+            _release()
+        return pa.Table.from_arrays(arrays, schema=self.target)
 
     def _read_file(self, fi: int) -> pa.Table:
         pf = self._parquet[fi]
@@ -509,7 +517,7 @@ def _pass_mask(col: pa.ChunkedArray, p: _Pass) -> pa.ChunkedArray:
     if p.nulls_only:
         return pc.is_null(col)
     lo, hi = p.lo_arrow, p.hi_arrow
-    return pc.fill_null(pc.and_(pc.greater_equal(col, lo), pc.less_equal(col, hi)), False)
+    return pc.and_(pc.greater_equal(col, lo), pc.less_equal(col, hi))  # null rows are dropped by filter()
 
 
 def _overlaps(rg: _RowGroup, p: _Pass) -> bool:
@@ -546,9 +554,10 @@ def _leaf_index(pf: pq.ParquetFile, name: str) -> int | None:
     return None
 
 
-def _fixed_width(t: pa.DataType) -> int:
+def _fixed_bits(t: pa.DataType) -> int:
+    """Bits per value of a fixed-width type, validity bit included (0 for variable-width types)."""
     try:
-        return max(1, t.bit_width // 8) + 1 if t.bit_width else 0
+        return t.bit_width + 1 if t.bit_width else 0
     except ValueError:
         return 0
 
