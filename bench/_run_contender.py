@@ -1,0 +1,52 @@
+"""Child process: one contender rewrites one table (or, for ``copy``, one partition's files).
+
+Each contender imports only what it uses, so the parent's wall time and peak RSS cover the imports
+too. Usage::
+
+    python _run_contender.py copy FILE_LIST_JSON OUTPUT_PARQUET
+    python _run_contender.py zorder TABLE_DIR COLUMN
+    python _run_contender.py ours TABLE_DIR SORT_BY
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def copy(file_list: str, output: str) -> None:
+    """The I/O floor: read every file of the partition with pyarrow, write one file with its defaults."""
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    with open(file_list) as handle:
+        paths = json.load(handle)
+    table = ds.dataset(paths, format="parquet").to_table()
+    pq.write_table(table, output)
+
+
+def zorder(table_dir: str, column: str) -> None:
+    """delta-rs Z-order on one column (with one column it is a sort on that column)."""
+    from deltalake import DeltaTable
+
+    DeltaTable(table_dir).optimize.z_order([column])
+
+
+def ours(table_dir: str, sort_by: str) -> None:
+    """deltaextras ``rorder`` with one worker (the workload has one partition)."""
+    from deltaextras import rorder
+
+    rorder(table_dir, sort_by=sort_by, max_workers=1)
+
+
+CONTENDERS = {"copy": copy, "zorder": zorder, "ours": ours}
+
+
+def main(argv: list[str]) -> int:
+    """Run the contender named by ``argv[0]`` with the remaining arguments."""
+    CONTENDERS[argv[0]](*argv[1:])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,167 @@
+"""Build the benchmark workload: one ``node_id_range`` partition of a Delta table, written on local disk.
+
+The partition holds a large "history" file plus many five-minute append files, each in random row
+order, as a table looks before ``rorder`` runs. Files are written with pyarrow (default writer
+settings) and committed in one deltalake transaction, which is far quicker than one
+``write_deltalake`` call per file and gives an equally valid table (protocol 1/2, so older deltalake
+releases read it too).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+PARTITION_COLUMN = "node_id_range"
+PARTITION_VALUE = 0
+NODES = 150
+STEP = timedelta(minutes=5)
+START = datetime(2024, 1, 1, tzinfo=timezone.utc)
+DATA_COLUMNS = ["node_id", "utc_time", "data_values", "quality"]
+FILE_SCHEMA = pa.schema(
+    [
+        ("node_id", pa.int64()),
+        ("utc_time", pa.timestamp("us", tz="UTC")),
+        ("data_values", pa.float64()),
+        ("quality", pa.int32()),
+    ]
+)
+TABLE_SCHEMA = FILE_SCHEMA.append(pa.field(PARTITION_COLUMN, pa.int64()))
+_FORMAT = 2  # bump when the generated data changes, so cached workloads are rebuilt
+_CHUNK_ROWS = 1 << 20  # pyarrow's default row group size: one chunk per row group
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Shape of the partition: ``history_steps`` five-minute steps in one file, then append files."""
+
+    name: str
+    history_steps: int
+    append_files: int
+    steps_per_append: int
+    seed: int
+
+    @property
+    def rows(self) -> int:
+        """Total rows of the partition."""
+        return NODES * (self.history_steps + self.append_files * self.steps_per_append)
+
+    @property
+    def files(self) -> int:
+        """Data files of the partition."""
+        return 1 + self.append_files
+
+
+def workload_for(scale: int, seed: int, *, quick: bool = False) -> Workload:
+    """The workload of one scale: x1 is 3.04 M rows in 289 files, xN has N times the rows in as many files.
+
+    Example:
+        >>> w = workload_for(1, 0)
+        >>> w.rows, w.files
+        (3043200, 289)
+        >>> workload_for(10, 0).rows
+        30432000
+    """
+    if quick:
+        return Workload(
+            f"quick-x{scale}", history_steps=400 * scale, append_files=24, steps_per_append=scale, seed=seed
+        )
+    return Workload(f"x{scale}", history_steps=20_000 * scale, append_files=288, steps_per_append=scale, seed=seed)
+
+
+def _rows(steps: np.ndarray, nodes: np.ndarray, rng: np.random.Generator) -> pa.Table:
+    n = len(steps)
+    micros = (START - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(microseconds=1)
+    step_us = STEP // timedelta(microseconds=1)
+    return pa.table(
+        {
+            "node_id": pa.array(nodes.astype(np.int64)),
+            "utc_time": pa.array(micros + steps.astype(np.int64) * step_us, pa.int64()).cast(
+                pa.timestamp("us", tz="UTC")
+            ),
+            "data_values": pa.array(rng.normal(50.0, 15.0, n)),
+            "quality": pa.array(rng.choice(np.array([0, 0, 0, 0, 0, 0, 1, 2], np.int32), n)),
+        },
+        schema=FILE_SCHEMA,
+    )
+
+
+def _write_shuffled(path: Path, first_step: int, steps: int, rng: np.random.Generator) -> None:
+    """All ``NODES`` x ``steps`` rows from ``first_step`` on, in one random order, into one file."""
+    order = rng.permutation(NODES * steps)
+    with pq.ParquetWriter(path, FILE_SCHEMA) as writer:
+        for start in range(0, len(order), _CHUNK_ROWS):
+            chunk = order[start : start + _CHUNK_ROWS]
+            writer.write_table(_rows(first_step + chunk // NODES, chunk % NODES, rng))
+
+
+def _stats(path: Path) -> dict[str, Any]:
+    """Delta ``stats`` of one data file (numRecords, min/max, null counts)."""
+    table = pq.read_table(path)
+    mins: dict[str, Any] = {}
+    maxs: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    for name in table.column_names:
+        col = table.column(name)
+        lo_hi = pc.min_max(col)
+        lo, hi = lo_hi["min"].as_py(), lo_hi["max"].as_py()
+        if isinstance(lo, datetime):
+            lo = lo.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+            hi = hi.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        mins[name], maxs[name], nulls[name] = lo, hi, col.null_count
+    return {"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
+
+
+def build(workload: Workload, root: Path, *, rebuild: bool = False) -> Path:
+    """Write the workload's table under ``root`` (reused when already built with the same shape)."""
+    from deltalake import Schema
+    from deltalake.transaction import AddAction, create_table_with_add_actions
+
+    table_dir = root / f"{workload.name}-seed{workload.seed}"
+    marker = root / f"{workload.name}-seed{workload.seed}.json"
+    shape = {**asdict(workload), "format": _FORMAT}
+    if not rebuild and marker.exists() and json.loads(marker.read_text()) == shape:
+        return table_dir
+    if table_dir.exists():
+        shutil.rmtree(table_dir)
+    part_dir = table_dir / f"{PARTITION_COLUMN}={PARTITION_VALUE}"
+    part_dir.mkdir(parents=True)
+    rng = np.random.default_rng(workload.seed)
+
+    written: list[Path] = []
+    history = part_dir / f"part-00000-{uuid.UUID(bytes=rng.bytes(16))}-c000.snappy.parquet"
+    _write_shuffled(history, 0, workload.history_steps, rng)
+    written.append(history)
+    for k in range(workload.append_files):
+        path = part_dir / f"part-{k + 1:05d}-{uuid.UUID(bytes=rng.bytes(16))}-c000.snappy.parquet"
+        first = workload.history_steps + k * workload.steps_per_append
+        _write_shuffled(path, first, workload.steps_per_append, rng)
+        written.append(path)
+
+    base_ms = int(START.timestamp() * 1000)
+    actions = [
+        AddAction(
+            path=f"{PARTITION_COLUMN}={PARTITION_VALUE}/{p.name}",
+            size=p.stat().st_size,
+            partition_values={PARTITION_COLUMN: str(PARTITION_VALUE)},
+            modification_time=base_ms + i * 300_000,
+            data_change=True,
+            stats=json.dumps(_stats(p)),
+        )
+        for i, p in enumerate(written)
+    ]
+    create_table_with_add_actions(
+        str(table_dir), Schema.from_arrow(TABLE_SCHEMA), actions, partition_by=[PARTITION_COLUMN]
+    )
+    marker.write_text(json.dumps(shape))
+    return table_dir
