@@ -229,14 +229,15 @@ def test_docs_settings_table_and_rerun_recipe_are_current() -> None:
     from deltaextras.config import settings_markdown
     from deltaextras.message import RorderMessage
 
-    doc = (REPO_ROOT / "docs" / "function-app.md").read_text()
-    block = doc.split("<!-- settings:begin", 1)[1].split("-->", 1)[1].split("<!-- settings:end -->", 1)[0]
-    assert block.strip() == settings_markdown(), "regenerate the table with deltaextras.config.settings_markdown()"
-    ready = re.search(r"--content (eyJ[A-Za-z0-9+/=]+)", doc)
-    assert ready is not None
-    message = json.loads(base64.b64decode(ready.group(1)))
-    assert message == {"path": "abfss://lake@mydatalake.dfs.core.windows.net/sensors", "partition_value": "3"}
-    RorderMessage.from_dict(message)
+    for name in ("docs/function-app.md", "README.md"):
+        doc = (REPO_ROOT / name).read_text()
+        block = doc.split("<!-- settings:begin", 1)[1].split("-->", 1)[1].split("<!-- settings:end -->", 1)[0]
+        assert block.strip() == settings_markdown(), f"{name}: regenerate with deltaextras.config.settings_markdown()"
+        ready = re.search(r"--content (eyJ[A-Za-z0-9+/=]+)", doc)
+        assert ready is not None, name
+        message = json.loads(base64.b64decode(ready.group(1)))
+        assert message == {"path": "abfss://lake@mydatalake.dfs.core.windows.net/sensors", "partition_value": "3"}
+        RorderMessage.from_dict(message)
 
 
 # ============================================================================ on Azurite
