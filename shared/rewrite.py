@@ -34,6 +34,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -56,6 +57,7 @@ log = logging.getLogger("deltaextras.rewrite")
 ROW_GROUP_MAX_BYTES = 128 * 1024 * 1024
 SPILL_BATCH_ROWS = 65_536
 RELEASE_EVERY = 16 * 1024 * 1024
+READ_THREADS = 2
 _HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 _HIVE_SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
@@ -128,8 +130,11 @@ class PartitionRewriter:
         partition_values: dict[str, str | None],
         *,
         progress: Callable[[str], None] | None = None,
+        on_output: Callable[[OutputFile], None] | None = None,
     ) -> None:
         self.snapshot = snapshot
+        # Called with each output file once it is complete on storage (tracing and fault injection).
+        self.on_output = on_output
         self.storage = snapshot.storage
         self.files = files
         self.options = options
@@ -369,6 +374,7 @@ class PartitionRewriter:
         finally:
             for w in writers.values():
                 w.close()
+            _release()
         self.result.spilled_bytes = sum(os.path.getsize(p) for p in paths.values())
         self.progress(f"spilled {len(wide)} wide row groups ({self.result.spilled_bytes / 2**20:.1f} MiB)")
         return paths
@@ -392,16 +398,23 @@ class PartitionRewriter:
         for rg in self._row_groups:
             if len(rg.passes) == 1 and rg.passes[0] == k:
                 by_file.setdefault(rg.file, []).append(rg)
-        since_release = 0
-        for fi, groups in by_file.items():
+
+        def read(item: tuple[int, list[_RowGroup]]) -> list[pa.Table]:
+            fi, groups = item
             if len(groups) == self._parquet[fi].metadata.num_row_groups:
-                pieces.append(self._read_file(fi))  # the whole file belongs to this pass: one read
-            else:
-                pieces.extend(self._read_row_group(rg) for rg in groups)
-            since_release += sum(rg.est_bytes for rg in groups)
-            if since_release > RELEASE_EVERY:
-                _release()  # decoding leaves scratch pages behind; return them before they pile up
-                since_release = 0
+                return [self._read_file(fi)]  # the whole file belongs to this pass: one read
+            return [self._read_row_group(rg) for rg in groups]
+
+        since_release = 0
+        items = list(by_file.items())
+        # Small files cost more in per-file overhead than in decoding: read two at a time.
+        with ThreadPoolExecutor(max_workers=READ_THREADS) as pool:
+            for (_fi, groups), tables in zip(items, pool.map(read, items), strict=True):
+                pieces.extend(tables)
+                since_release += sum(rg.est_bytes for rg in groups)
+                if since_release > RELEASE_EVERY:
+                    _release()  # decoding leaves scratch pages behind; return them before they pile up
+                    since_release = 0
         if spill:
             pieces.append(self._read_spill(spill))
             os.remove(spill)
@@ -465,16 +478,22 @@ class PartitionRewriter:
         del columns
         if self._writer is None:
             self._writer = _OutputWriter(self, writer_properties(self.target, table, self.by))
+        for run in self._sorted_runs(table, run_ends):
+            self._writer.write_value(run)
+            self.result.values += 1
+        return rows
+
+    def _sorted_runs(self, table: pa.Table, run_ends: list[int]) -> Iterator[pa.Table]:
+        """Each value's rows, in ``sort_by`` order."""
         inner = self.sort_keys[1:]
+        names = [k for k, _, _ in inner]
         start = 0
         for end in run_ends:
             run = table.slice(start, end - start)
             if inner and run.num_rows > 1:
-                run = run.take(pc.sort_indices(run.select([k for k, _, _ in inner]), sort_keys=inner))
-            self._writer.write_value(run)
-            self.result.values += 1
+                run = run.take(pc.sort_indices(run.select(names), sort_keys=inner))
+            yield run
             start = end
-        return rows
 
     @staticmethod
     def _run_ends(by_col: pa.Array) -> list[int]:
@@ -657,6 +676,8 @@ class _OutputWriter:
             )
         )
         self.rw.result.outputs = list(self.files)
+        if self.rw.on_output is not None:
+            self.rw.on_output(self.files[-1])
 
     def close(self) -> list[OutputFile]:
         if self._writer is not None:

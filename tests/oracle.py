@@ -128,3 +128,15 @@ def write_sensor_table(
     for _ in range(batches):
         t = pa.concat_tables([sensor_batch(rng, nodes, rows, r, base=r * nodes) for r in range(ranges)])
         write_deltalake(uri, t, partition_by=["node_id_range"], mode="append", storage_options=storage_options or None)
+
+
+def row_groups(uri: str, storage_options: dict[str, str] | None = None) -> list[pa.Table]:
+    """Every row group of every live file, in file and row-group order, as stored (deletion vectors ignored)."""
+    from urllib.parse import unquote
+
+    st = TableStorage(uri, storage_options)
+    out = []
+    for add in sorted(live_adds(uri, storage_options), key=lambda a: a["path"]):
+        pf = pq.ParquetFile(pa.BufferReader(st.read(unquote(add["path"]))))
+        out.extend(pf.read_row_group(i) for i in range(pf.metadata.num_row_groups))
+    return out

@@ -21,7 +21,7 @@ from deltaextras import (
 )
 from deltaextras.log import list_log
 from deltalake import DeltaTable, write_deltalake
-from oracle import assert_layout, checksum, live_adds, scan, sensor_batch, write_sensor_table
+from oracle import assert_layout, checksum, live_adds, row_groups, scan, sensor_batch, write_sensor_table
 
 
 def _latest(uri: str, opts: dict[str, str]) -> int:
@@ -37,11 +37,12 @@ def test_sensor_table_gets_one_row_group_per_node(backend: Any) -> None:
     assert [r.status for r in report] == ["committed", "committed"]
     assert checksum(uri, opts) == before
     assert assert_layout(uri, "node_id", opts) == 50
-    # Within a node, rows are ordered by utc_time.
+    for group in row_groups(uri, opts):  # within a node, rows are ordered by utc_time
+        times = group.column("utc_time").to_pylist()
+        assert times == sorted(times)
+    # Output files carry full statistics (numRecords, min/max, null counts) for data skipping.
     for add in live_adds(uri, opts):
-        assert add["path"].endswith(".parquet")
-    t = scan(uri, opts)
-    assert t.num_rows == before[0]
+        assert add["num_records"] > 0 and add["min.node_id"] is not None and add["null_count.node_id"] == 0
     again = rorder(uri, sort_by="utc_time", storage_options=opts, max_workers=1)
     assert [r.status for r in again] == ["skipped", "skipped"]
     assert all("already in layout" in r.reason for r in again)
@@ -51,7 +52,7 @@ def test_sensor_table_gets_one_row_group_per_node(backend: Any) -> None:
     "kind",
     ["int", "string", "timestamp", "nulls"],
 )
-def test_key_types_and_nulls(tmp_path: Any, kind: str) -> None:
+def test_key_types_and_nulls(backend: Any, kind: str) -> None:
     rng = np.random.default_rng(3)
     n = 600
     base = rng.integers(0, 12, n)
@@ -63,7 +64,7 @@ def test_key_types_and_nulls(tmp_path: Any, kind: str) -> None:
         key = pa.array(base * 3_600_000_000, pa.timestamp("us"))
     else:
         key = pa.array([None if v % 4 == 0 else int(v) for v in base], pa.int64())
-    uri = str(tmp_path / "t")
+    uri, opts = backend.new_table_uri(), backend.storage_options
     for i in range(3):
         part = slice(i * 200, (i + 1) * 200)
         write_deltalake(
@@ -71,18 +72,19 @@ def test_key_types_and_nulls(tmp_path: Any, kind: str) -> None:
             pa.table({"k": key[part], "seq": pa.array(np.arange(n)[part]), "k_range": pa.array([0] * 200)}),
             partition_by=["k_range"],
             mode="append",
+            storage_options=opts or None,
         )
-    before = checksum(uri)
-    report = rorder(uri, sort_by=[("seq", "descending")], max_workers=1)
+    before = checksum(uri, opts)
+    report = rorder(uri, sort_by=[("seq", "descending")], max_workers=1, storage_options=opts)
     assert report[0].status == "committed"
-    assert checksum(uri) == before
-    groups = assert_layout(uri, "k")
+    assert checksum(uri, opts) == before
+    groups = assert_layout(uri, "k", opts)
     distinct = len(set(key.to_pylist()))
     assert groups == distinct  # nulls form one group of their own
-    t = scan(uri)
-    # inside a value, rows follow sort_by (descending seq)
-    rows = t.to_pylist()
-    assert len(rows) == n
+    assert scan(uri, opts).num_rows == n
+    for group in row_groups(uri, opts):  # inside a value, rows follow sort_by (descending seq)
+        seq = group.column("seq").to_pylist()
+        assert seq == sorted(seq, reverse=True)
 
 
 def test_multi_pass_spill_output_equals_single_pass(tmp_path: Any) -> None:
