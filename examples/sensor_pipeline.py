@@ -1,0 +1,320 @@
+"""Sensor pipeline on Spark: five-minute batches in, row-group optimizer, point query out.
+
+What it does, all through PySpark (Spark Connect):
+
+1. creates the table ``--table`` partitioned by ``node_id_range`` with the range ``CHECK``
+   constraint (``deltaextras.ranges.create_range_table``), unless it exists;
+2. appends ``--batches`` five-minute batches of ``--nodes`` sensors with
+   ``deltaextras.ranges.RangeAppender`` (Spark writes; the range column is derived for it);
+3. runs a point query ``node_id = --query-node`` and counts the Parquet row groups whose min/max
+   statistics admit that node (the row groups a reader has to fetch);
+4. runs the optimizer (``--runner spark``: ``deltaextras.spark.rorder_spark``, the partition jobs as
+   Spark tasks; ``--runner local``: ``deltaextras.rorder`` in local processes);
+5. runs the same query again, counts row groups again, and checks that the query result and the
+   whole table (a checksum read through Spark and through deltalake) are unchanged.
+
+Run it against a Spark Connect server (``--remote sc://host:15002``), or without ``--remote`` to
+start a local Sail server in this process::
+
+    python examples/sensor_pipeline.py --table /tmp/sensors --nodes 300 --batches 12
+
+Exit status 0 when every check passed, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltaextras import rorder
+from deltaextras.inspect import row_group_table
+from deltaextras.ranges import RangeAppender, RangeSpec, create_range_table
+from deltaextras.spark import rorder_spark
+from deltalake import DeltaTable
+
+BATCH_SECONDS = 300
+EPOCH = datetime(2024, 1, 1, tzinfo=timezone.utc)
+SCHEMA = pa.schema(
+    [
+        ("node_id", pa.int64()),
+        ("utc_time", pa.timestamp("us", tz="UTC")),
+        ("value", pa.float64()),
+    ]
+)
+
+
+# ----------------------------------------------------------------------------- Spark session
+def start_local_sail() -> tuple[Any, str]:
+    """Start a Sail Spark Connect server in this process on a free loopback port.
+
+    Returns ``(server, remote)``; stop it with ``server.stop()``.
+    """
+    from pysail.spark import SparkConnectServer
+
+    server = SparkConnectServer("127.0.0.1", 0)
+    server.start(background=True)
+    address = server.listening_address
+    if address is None:
+        raise RuntimeError("the Sail server did not start")
+    return server, f"sc://{address[0]}:{address[1]}"
+
+
+def connect(remote: str) -> Any:
+    """A ``SparkSession`` over Spark Connect."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession.builder.remote(remote).getOrCreate()
+
+
+# ----------------------------------------------------------------------------- the data
+def batch_frame(spark: Any, nodes: int, batch: int) -> Any:
+    """One five-minute batch: a reading per node, deterministic values (no ``rand``)."""
+    from pyspark.sql import functions as F
+
+    ts = int(EPOCH.timestamp()) + batch * BATCH_SECONDS
+    return spark.range(0, nodes).select(
+        F.col("id").alias("node_id"),
+        F.timestamp_seconds(F.lit(ts)).alias("utc_time"),
+        F.round(F.sin(F.col("id") * F.lit(0.37) + F.lit(batch)) * F.lit(100.0), 3).alias("value"),
+    )
+
+
+def append_batches(spark: Any, table: str, nodes: int, batches: int, first_batch: int = 0) -> int:
+    """Append ``batches`` batches through Spark with the range column derived; returns rows appended."""
+    appender = RangeAppender(table)
+    for b in range(first_batch, first_batch + batches):
+        appender.append(batch_frame(spark, nodes, b))
+    return nodes * batches
+
+
+# ----------------------------------------------------------------------------- measurements
+def row_groups_needed(table: str, column: str, value: Any, storage_options: dict[str, str] | None = None) -> int:
+    """Row groups, over the table's live files, whose min/max statistics admit ``column = value``.
+
+    A row group without statistics counts as needed (a reader cannot skip it).
+    """
+    groups = row_group_table(table, column, storage_options=storage_options)
+    lo, hi = groups.column("min"), groups.column("max")
+    admits = pc.and_(pc.less_equal(lo, value), pc.greater_equal(hi, value))
+    unknown = pc.or_(pc.is_null(lo), pc.is_null(hi))
+    needed = pc.or_(pc.fill_null(admits, False), unknown)
+    return int(pc.sum(needed.cast(pa.int64())).as_py() or 0)
+
+
+def canonical(table: pa.Table) -> pa.Table:
+    """Columns in name order, timestamps as UTC microseconds, integers as int64, rows sorted."""
+    cols, names = [], sorted(table.column_names)
+    for name in names:
+        col = table.column(name)
+        if pa.types.is_timestamp(col.type):
+            col = col.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+        elif pa.types.is_integer(col.type):
+            col = col.cast(pa.int64())
+        elif pa.types.is_floating(col.type):
+            col = col.cast(pa.float64())
+        cols.append(col)
+    out = pa.Table.from_arrays(cols, names=names)
+    return out.sort_by([(n, "ascending") for n in names])
+
+
+def checksum(table: pa.Table) -> str:
+    """SHA-256 of the canonical rows (independent of row order, file layout and engine types)."""
+    digest = hashlib.sha256()
+    canon = canonical(table)
+    digest.update(json.dumps(canon.column_names).encode())
+    for batch in canon.to_batches(max_chunksize=65536):
+        for row in zip(*(c.to_pylist() for c in batch.columns), strict=True):
+            digest.update(repr(row).encode())
+    return digest.hexdigest()
+
+
+def checksum_spark(spark: Any, table: str) -> str:
+    """Checksum of the table as Spark reads it (``spark.read.format("delta")``)."""
+    return checksum(spark.read.format("delta").load(table).toArrow())
+
+
+def checksum_deltalake(table: str, storage_options: dict[str, str] | None = None) -> str:
+    """Checksum of the table as deltalake reads it (``DeltaTable.scan()``, deletion vectors applied)."""
+    reader = DeltaTable(table, storage_options=storage_options).scan()
+    return checksum(pa.RecordBatchReader.from_stream(reader).read_all())
+
+
+def point_query(spark: Any, table: str, node: int) -> list[tuple[Any, ...]]:
+    """``SELECT * WHERE node_id = node`` through Spark, as sorted tuples."""
+    from pyspark.sql import functions as F
+
+    rows = spark.read.format("delta").load(table).where(F.col("node_id") == F.lit(node)).toArrow()
+    canon = canonical(rows)
+    return list(zip(*(c.to_pylist() for c in canon.columns), strict=True))
+
+
+# ----------------------------------------------------------------------------- the pipeline
+@dataclass
+class PipelineResult:
+    """What one run measured."""
+
+    table: str
+    nodes: int
+    batches: int
+    rows: int
+    query_node: int
+    query_rows: int
+    row_groups_before: int
+    row_groups_after: int
+    query_identical: bool
+    checksum_spark_before: str
+    checksum_spark_after: str
+    checksum_deltalake_before: str
+    checksum_deltalake_after: str
+    optimizer_seconds: float
+    partitions: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def content_identical(self) -> bool:
+        """Same rows before and after, and the same through Spark and through deltalake."""
+        return (
+            self.checksum_spark_before
+            == self.checksum_spark_after
+            == self.checksum_deltalake_before
+            == self.checksum_deltalake_after
+        )
+
+    @property
+    def ok(self) -> bool:
+        """Every check passed and the optimized layout needs one row group for the query."""
+        return self.query_identical and self.content_identical and self.row_groups_after == 1 and self.query_rows > 0
+
+
+def run_pipeline(
+    spark: Any,
+    table: str,
+    *,
+    nodes: int = 300,
+    batches: int = 12,
+    width: int = 150,
+    query_node: int | None = None,
+    runner: str = "spark",
+    log: Any = None,
+) -> PipelineResult:
+    """Create (if needed), append, query, optimize, query again; return the measurements."""
+
+    def say(text: str) -> None:
+        if log is not None:
+            print(text, file=log, flush=True)
+
+    if runner not in ("spark", "local"):
+        raise ValueError(f"runner must be 'spark' or 'local', not {runner!r}")
+    spec = RangeSpec.fixed_width("node_id", width)
+    if not (Path(table) / "_delta_log").is_dir():
+        create_range_table(table, SCHEMA, spec)
+        say(f"created {table}: partitioned by {spec.range_column}, CHECK {spec.check_sql()[:80]}...")
+    node = nodes // 2 if query_node is None else query_node
+
+    started = time.monotonic()
+    rows = append_batches(spark, table, nodes, batches)
+    elapsed = time.monotonic() - started
+    say(f"appended {batches} batch(es) x {nodes} node(s) = {rows} rows through Spark in {elapsed:.1f}s")
+
+    before_rows = point_query(spark, table, node)
+    rg_before = row_groups_needed(table, "node_id", node)
+    spark_before = checksum_spark(spark, table)
+    delta_before = checksum_deltalake(table)
+    say(f"point query node_id = {node}: {len(before_rows)} rows, {rg_before} row group(s) needed")
+
+    started = time.monotonic()
+    if runner == "spark":
+        report_df = rorder_spark(spark, table, sort_by="utc_time")
+        partitions = [r.asDict() for r in report_df.collect()]
+    else:
+        partitions = [p.to_dict() for p in rorder(table, sort_by="utc_time")]
+    seconds = time.monotonic() - started
+    committed = sum(1 for p in partitions if p["status"] == "committed")
+    say(f"optimizer ({runner}): {committed} of {len(partitions)} partition(s) rewritten in {seconds:.1f}s")
+
+    after_rows = point_query(spark, table, node)
+    rg_after = row_groups_needed(table, "node_id", node)
+    say(f"point query node_id = {node}: {len(after_rows)} rows, {rg_after} row group(s) needed")
+
+    result = PipelineResult(
+        table=table,
+        nodes=nodes,
+        batches=batches,
+        rows=int(spark.read.format("delta").load(table).count()),
+        query_node=node,
+        query_rows=len(after_rows),
+        row_groups_before=rg_before,
+        row_groups_after=rg_after,
+        query_identical=before_rows == after_rows,
+        checksum_spark_before=spark_before,
+        checksum_spark_after=checksum_spark(spark, table),
+        checksum_deltalake_before=delta_before,
+        checksum_deltalake_after=checksum_deltalake(table),
+        optimizer_seconds=round(seconds, 3),
+        partitions=partitions,
+    )
+    say(
+        f"row groups needed: {rg_before} before, {rg_after} after; query identical: {result.query_identical}; "
+        f"table identical (Spark and deltalake checksums): {result.content_identical}"
+    )
+    return result
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Command-line options."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--table", help="table location (default: a new temporary directory)")
+    p.add_argument("--nodes", type=int, default=300, help="sensors per batch (node_id 0..N-1)")
+    p.add_argument("--batches", type=int, default=12, help="five-minute batches to append")
+    p.add_argument("--width", type=int, default=150, help="node ids per node_id_range partition")
+    p.add_argument("--query-node", type=int, help="node_id of the point query (default: nodes // 2)")
+    p.add_argument("--runner", choices=("spark", "local"), default="spark", help="where the partition jobs run")
+    p.add_argument("--remote", help="Spark Connect URL (default: start a local Sail server)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the pipeline from the command line; 0 when every check passed."""
+    args = parse_args(argv)
+    table = args.table or str(Path(tempfile.mkdtemp(prefix="sensors-")) / "sensors")
+    server = None
+    remote = args.remote
+    if remote is None:
+        server, remote = start_local_sail()
+        print(f"started Sail at {remote}", file=sys.stderr)
+    spark = connect(remote)
+    try:
+        result = run_pipeline(
+            spark,
+            table,
+            nodes=args.nodes,
+            batches=args.batches,
+            width=args.width,
+            query_node=args.query_node,
+            runner=args.runner,
+            log=sys.stderr if args.json else sys.stdout,
+        )
+    finally:
+        spark.stop()
+        if server is not None:
+            server.stop()
+    if args.json:
+        print(json.dumps({**asdict(result), "ok": result.ok, "content_identical": result.content_identical}))
+    else:
+        print("OK" if result.ok else "FAILED")
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

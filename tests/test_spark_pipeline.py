@@ -1,0 +1,101 @@
+"""The example pipeline (examples/sensor_pipeline.py) end to end on Sail."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+from oracle import assert_layout
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sensor_pipeline.py"
+
+
+@pytest.fixture(scope="module")
+def pipeline() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("sensor_pipeline", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["sensor_pipeline"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_checksum_ignores_order_and_engine_types(pipeline: ModuleType) -> None:
+    a = pa.table(
+        {
+            "node_id": pa.array([2, 1], pa.int32()),
+            "utc_time": pa.array([1_000_000, 0], pa.timestamp("us", tz="UTC")),
+            "value": [0.5, 1.5],
+        }
+    )
+    b = pa.table(
+        {
+            "value": [1.5, 0.5],
+            "utc_time": pa.array([0, 1_000_000_000], pa.timestamp("ns", tz="Etc/UTC")),
+            "node_id": pa.array([1, 2], pa.int64()),
+        }
+    )
+    assert pipeline.checksum(a) == pipeline.checksum(b)
+    c = b.set_column(0, "value", pa.array([1.5, 0.25]))
+    assert pipeline.checksum(a) != pipeline.checksum(c)
+    assert pipeline.checksum(pa.concat_tables([a, a])) != pipeline.checksum(a)  # duplicates count
+
+
+@pytest.mark.parametrize("runner", ["spark", "local"])
+def test_pipeline_end_to_end(spark: Any, tmp_path: Path, pipeline: ModuleType, runner: str) -> None:
+    table = str(tmp_path / "sensors")
+    result = pipeline.run_pipeline(spark, table, nodes=120, batches=6, width=40, query_node=57, runner=runner)
+    assert result.rows == 720
+    assert result.query_rows == 6
+    assert result.row_groups_before == 6  # one row group per appended file of range 1
+    assert result.row_groups_after == 1
+    assert result.query_identical
+    # the same content before and after, through Sail and through deltalake
+    assert result.checksum_spark_before == result.checksum_deltalake_before
+    assert result.checksum_spark_after == result.checksum_deltalake_after
+    assert result.checksum_spark_before == result.checksum_spark_after
+    assert result.content_identical and result.ok
+    assert [p["status"] for p in result.partitions] == ["committed"] * 3
+    assert assert_layout(table, "node_id") == 120
+    assert DeltaTable(table).count() == 720
+    # a second round appends on top of the optimized table; the optimizer folds it in again
+    again = pipeline.run_pipeline(spark, table, nodes=120, batches=2, width=40, query_node=57, runner=runner)
+    assert again.rows == 960 and again.row_groups_before == 3 and again.row_groups_after == 1
+    assert again.ok
+
+
+def test_pipeline_script_starts_its_own_sail(tmp_path: Path) -> None:
+    table = tmp_path / "sensors"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLE),
+            "--table",
+            str(table),
+            "--nodes",
+            "60",
+            "--batches",
+            "3",
+            "--width",
+            "20",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["ok"] and result["content_identical"] and result["query_identical"]
+    assert (result["row_groups_before"], result["row_groups_after"]) == (3, 1)
+    assert result["rows"] == 180
+    assert "started Sail at sc://127.0.0.1:" in proc.stderr
