@@ -25,8 +25,9 @@ def main(argv: list[str]) -> int:
     sort_by = argv[1]
     keep_sleep = "--keep-sleep" in argv[2:]
 
-    import deltaextras.rorder_setup as original
     from deltalake import DeltaTable
+
+    import deltaextras.rorder_setup as original
 
     if not keep_sleep:
         original.sleep = lambda _seconds: None  # type: ignore[attr-defined]

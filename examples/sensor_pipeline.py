@@ -37,11 +37,12 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from deltalake import DeltaTable
+
 from deltaextras import rorder
 from deltaextras.inspect import row_group_table
 from deltaextras.ranges import RangeAppender, RangeSpec, create_range_table
 from deltaextras.spark import rorder_spark
-from deltalake import DeltaTable
 
 BATCH_SECONDS = 300
 EPOCH = datetime(2024, 1, 1, tzinfo=timezone.utc)

@@ -2,6 +2,7 @@
 work message per partition that needs a rewrite. The logic is in deltaextras.dispatch."""
 
 import azure.functions as func
+
 from deltaextras.edges.functions import run_orchestrator
 
 

@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from deltaextras.storage import TableStorage
 from deltalake import DeltaTable, write_deltalake
+
+from deltaextras.storage import TableStorage
 
 
 def _canon(value: Any) -> Any:

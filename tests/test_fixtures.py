@@ -9,11 +9,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable
+from oracle import assert_layout, checksum, live_adds, rows_checksum, scan
+
 from deltaextras import UnsupportedFeatureError, rorder
 from deltaextras.log import list_log
 from deltaextras.storage import TableStorage
-from deltalake import DeltaTable
-from oracle import assert_layout, checksum, live_adds, rows_checksum, scan
 
 # table -> row-group column
 REWRITTEN = {

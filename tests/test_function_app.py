@@ -26,11 +26,6 @@ from typing import Any
 
 import azure.functions as func
 import pytest
-from deltaextras import settings, work
-from deltaextras.edges.azure_queue import QueueSender, ensure_queue, queue_client
-from deltaextras.edges.local_host import LocalHost, QueueOptions
-from deltaextras.enqueue import enqueue
-from deltaextras.errors import StorageError
 from services import Azurite
 from test_function_app_support import (
     REPO_ROOT,
@@ -41,6 +36,12 @@ from test_function_app_support import (
     write_many_files_table,
     write_sensor_table,
 )
+
+from deltaextras import settings, work
+from deltaextras.edges.azure_queue import QueueSender, ensure_queue, queue_client
+from deltaextras.edges.local_host import LocalHost, QueueOptions
+from deltaextras.enqueue import enqueue
+from deltaextras.errors import StorageError
 
 FUNCTIONS = ("orchestrator", "worker")
 CONTAINER = "deltaextras-fnapp"

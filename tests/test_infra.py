@@ -30,6 +30,7 @@ from typing import Any
 
 import hcl2
 import pytest
+
 from deltaextras import settings as settings_module
 
 # checkov depends on its fork bc-python-hcl2, which installs a module of the same name ("hcl2")

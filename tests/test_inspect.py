@@ -12,6 +12,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from deltalake import write_deltalake
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from deltaextras.errors import InvalidArgumentError, PartitionNotFoundError
 from deltaextras.inspect import (
     delta_files,
@@ -20,9 +24,6 @@ from deltaextras.inspect import (
     read_amplification,
     row_group_table,
 )
-from deltalake import write_deltalake
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 
 # ----------------------------------------------------------------------------- helpers

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deltaextras import work
-from deltaextras.errors import StorageError
 from services import MotoServer
 from test_function_app_support import REPO_ROOT, assert_in_layout, content_checksum, write_sensor_table
+
+from deltaextras import work
+from deltaextras.errors import StorageError
 
 LAMBDA = REPO_ROOT / "lambda"
 BUCKET = "deltaextras-lambda"

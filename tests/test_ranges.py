@@ -12,6 +12,10 @@ import pandas as pd
 import polars as pl
 import pyarrow as pa
 import pytest
+from deltalake import DeltaTable, write_deltalake
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from deltaextras.errors import InvalidArgumentError
 from deltaextras.ranges import (
     RANGE_SPEC_PROPERTY,
@@ -23,9 +27,6 @@ from deltaextras.ranges import (
     range_constraint_sql,
     read_range_spec,
 )
-from deltalake import DeltaTable, write_deltalake
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 SPECS = {
     "width-bounded": RangeSpec.fixed_width("node_id", 150, stop=15000),

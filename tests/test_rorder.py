@@ -8,6 +8,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from deltalake import DeltaTable, write_deltalake
+from oracle import assert_layout, checksum, live_adds, row_groups, scan, sensor_batch, write_sensor_table
+
 from deltaextras import (
     CommitConflictError,
     DuplicateKeyError,
@@ -20,8 +23,6 @@ from deltaextras import (
     rorder_single,
 )
 from deltaextras.log import list_log
-from deltalake import DeltaTable, write_deltalake
-from oracle import assert_layout, checksum, live_adds, row_groups, scan, sensor_batch, write_sensor_table
 
 
 def _latest(uri: str, opts: dict[str, str]) -> int:

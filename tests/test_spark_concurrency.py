@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from deltalake import DeltaTable
+from oracle import assert_layout
+
 from deltaextras import plan_messages, rorder_single
 from deltaextras.ranges import RangeAppender, RangeSpec, create_range_table
 from deltaextras.spark import rorder_spark
-from deltalake import DeltaTable
-from oracle import assert_layout
 
 SCHEMA = pa.schema([("node_id", pa.int64()), ("batch", pa.int64()), ("value", pa.float64())])
 NODES = 30

@@ -11,12 +11,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable, write_deltalake
+from oracle import assert_layout, checksum
+
 from deltaextras import PartitionReport, PartitionsFailedError, plan_messages
 from deltaextras.inspect import delta_files, read_amplification
 from deltaextras.ranges import RangeAppender, RangeSpec, create_range_table
 from deltaextras.spark import REPORT_SCHEMA, report_struct_type, rorder_spark, run_message_batch, run_messages_spark
-from deltalake import DeltaTable, write_deltalake
-from oracle import assert_layout, checksum
 
 SCHEMA = pa.schema([("node_id", pa.int64()), ("batch", pa.int64()), ("value", pa.float64())])
 

@@ -11,13 +11,6 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from deltaextras import work
-from deltaextras.config import AppConfig, table_key
-from deltaextras.dispatch import dispatch
-from deltaextras.enqueue import build_messages, enqueue
-from deltaextras.errors import AccessDeniedError, InvalidArgumentError, MessageError, StorageError
-from deltaextras.message import RorderMessage
-from deltaextras.plan import plan_table
 from deltalake import DeltaTable, write_deltalake
 from test_function_app_support import (
     UNIT,
@@ -27,6 +20,14 @@ from test_function_app_support import (
     table_version,
     write_sensor_table,
 )
+
+from deltaextras import work
+from deltaextras.config import AppConfig, table_key
+from deltaextras.dispatch import dispatch
+from deltaextras.enqueue import build_messages, enqueue
+from deltaextras.errors import AccessDeniedError, InvalidArgumentError, MessageError, StorageError
+from deltaextras.message import RorderMessage
+from deltaextras.plan import plan_table
 
 
 def config_for(*tables: Any, **extra: str) -> AppConfig:

@@ -5,6 +5,7 @@ The logic is in deltaextras.work."""
 from pathlib import Path
 
 import azure.functions as func
+
 from deltaextras.edges.functions import run_worker
 
 APP_ROOT = Path(__file__).resolve().parent.parent
