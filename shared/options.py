@@ -17,6 +17,9 @@ from .errors import InvalidArgumentError
 
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
 DEFAULT_MEMORY_BUDGET = 96 * 1024 * 1024
+# Like Spark's OPTIMIZE (spark.databricks.delta.optimize.maxDeletedRowsRatio = 0.05), but measured over a
+# whole partition: a partition already in layout is rewritten when deletion vectors hide more than 5 %
+# of its rows.
 DEFAULT_MAX_DELETED_ROWS_RATIO = 0.05
 ORDERS = ("ascending", "descending")
 

@@ -45,8 +45,15 @@ _WHY = {
 }
 
 
-def check_protocol(protocol: dict[str, Any], configuration: dict[str, str]) -> None:
-    """Raise :class:`UnsupportedFeatureError` naming the first feature a rewrite cannot honour."""
+_VARIANT_FEATURES = {"variantType", "variantType-preview", "variantShredding-preview"}
+
+
+def check_protocol(protocol: dict[str, Any], configuration: dict[str, str], schema_string: str | None = None) -> None:
+    """Raise :class:`UnsupportedFeatureError` naming the first feature a rewrite cannot honour.
+
+    The variant features are accepted while no column is a variant (deltalake names them on every
+    table it creates with deletion vectors); a variant column is refused by the schema.
+    """
     reader = int(protocol.get("minReaderVersion", 1))
     writer = int(protocol.get("minWriterVersion", 1))
     if reader > 3 or writer > 7:
@@ -58,6 +65,8 @@ def check_protocol(protocol: dict[str, Any], configuration: dict[str, str]) -> N
         ("writer", protocol.get("writerFeatures") or [], WRITER_FEATURES),
     ):
         for name in names:
+            if name in _VARIANT_FEATURES and schema_string is not None and '"variant"' not in schema_string:
+                continue
             if name not in known:
                 why = _WHY.get(name, "deltaextras does not implement it")
                 raise UnsupportedFeatureError(

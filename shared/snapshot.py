@@ -119,7 +119,9 @@ class TableSnapshot:
             version = listing.latest
         state = replay(storage, version, listing)
         dt = _open_deltalake(storage, version) if cross_check else None
-        check_protocol(state.protocol, dict(state.metadata.get("configuration") or {}))
+        check_protocol(
+            state.protocol, dict(state.metadata.get("configuration") or {}), state.metadata.get("schemaString")
+        )
         snap = cls(storage, state, dt)
         if dt is not None:
             snap._cross_check(dt)
