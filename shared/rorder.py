@@ -78,7 +78,8 @@ def rorder_single(
     failure; its ``retryable`` flag tells whether a later attempt can succeed. Nothing is committed
     on failure and the files written so far are deleted.
 
-    ``hooks`` (for tracing and fault injection) may name callables ``after_rewrite(outputs)``,
+    ``hooks`` (for tracing and fault injection) may name callables ``after_output(output_file)``
+    (each output file, once it is complete on storage), ``after_rewrite(outputs)``,
     ``before_commit(version)`` and ``after_commit(version)``. ``snapshot`` lets a caller that has
     just planned the same table version skip loading it again.
 
@@ -128,7 +129,7 @@ def rorder_single(
             report.reason = why
             return _finish(report, started)
 
-    outputs, result = _rewrite(snap, files, by, msg, progress)
+    outputs, result = _rewrite(snap, files, by, msg, progress, hooks.get("after_output"))
     try:
         if "after_rewrite" in hooks:
             hooks["after_rewrite"](outputs)
@@ -239,6 +240,7 @@ def _rewrite(
     by: str,
     msg: RorderMessage,
     progress: Callable[[str], None] | None,
+    on_output: Callable[[OutputFile], None] | None = None,
 ) -> tuple[list[OutputFile], RewriteResult]:
     """Rewrite each partition directory of the unit (one, unless the table has several partition columns)."""
     groups: dict[tuple[tuple[str, Any], ...], list[LiveFile]] = {}
@@ -248,7 +250,7 @@ def _rewrite(
     total = RewriteResult()
     try:
         for key, group in groups.items():
-            rw = PartitionRewriter(snap, group, by, msg.options, dict(key), progress=progress)
+            rw = PartitionRewriter(snap, group, by, msg.options, dict(key), progress=progress, on_output=on_output)
             res = rw.run()
             outputs.extend(res.outputs)
             for name in (
