@@ -113,6 +113,7 @@ def child_delete(contender: str, path: str, predicate: str) -> None:
         deleted = int(metrics.get("num_deleted_rows", -1))
     else:
         import pyarrow as pa
+
         from deltaextras.delete import delete
 
         pa.scalar(0)  # pyarrow imports pandas (when installed) on its first conversion: an import, not the delete
