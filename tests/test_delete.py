@@ -12,6 +12,11 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from deltalake import DeltaTable, write_deltalake
+from deltalake.writer import WriterProperties
+from oracle import rows_checksum, scan
+from services import Backend, fixtures_dir
+
 from deltaextras import cli
 from deltaextras.delete import DeleteReport, delete, load_snapshot
 from deltaextras.dv import read_deletion_vector
@@ -22,10 +27,6 @@ from deltaextras.rorder import rorder, rorder_single
 from deltaextras.storage import TableStorage
 from deltaextras.upgrade import enable_deletion_vectors
 from deltaextras.vacuum import vacuum_deletion_vectors
-from deltalake import DeltaTable, write_deltalake
-from deltalake.writer import WriterProperties
-from oracle import rows_checksum, scan
-from services import Backend, fixtures_dir
 
 COLUMNS = ["node_id", "node_id_range", "ts", "value", "quality"]
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)

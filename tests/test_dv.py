@@ -12,6 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyroaring import BitMap, BitMap64
+from services import fixtures_dir
+
 from deltaextras.dv import (
     VectorFileWriter,
     bitmap_from_positions,
@@ -31,10 +36,6 @@ from deltaextras.dv import (
 )
 from deltaextras.errors import CorruptDataError, UnsupportedFeatureError
 from deltaextras.storage import TableStorage
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from pyroaring import BitMap, BitMap64
-from services import fixtures_dir
 
 GOLDEN_TABLE = "table-with-dv-small"
 GOLDEN_UUID = uuid.UUID("61d16c75-6994-46b7-a15b-8b538852e50e")

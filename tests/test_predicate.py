@@ -9,10 +9,11 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from deltaextras.errors import InvalidArgumentError
-from deltaextras.predicate import FieldStats, InvalidPredicateError, bind, evaluate, matches, might_be_true, parse
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from deltaextras.errors import InvalidArgumentError
+from deltaextras.predicate import FieldStats, InvalidPredicateError, bind, evaluate, matches, might_be_true, parse
 
 TYPES = {
     "a": pa.int64(),
