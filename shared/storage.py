@@ -35,6 +35,7 @@ from .errors import (
     StorageError,
     TableNotFoundError,
     UnsupportedFeatureError,
+    shown,
 )
 
 # object_store HTTP client options: obstore takes them (bare, without an aws_/azure_ prefix) in
@@ -92,12 +93,19 @@ def normalize_uri(uri: str | os.PathLike[str]) -> str:
         's3a://bucket/t'
         >>> normalize_uri("file:///tmp/t/")
         '/tmp/t'
+        >>> normalize_uri("~nosuchuser/t")
+        Traceback (most recent call last):
+        ...
+        deltaextras.errors.InvalidArgumentError: table path '~nosuchuser/t' is not a usable local path ...
     """
     text = os.fspath(uri).strip()
     if text.startswith("file://"):
         text = unquote(urlparse(text).path)
     if "://" not in text:
-        return str(Path(text).expanduser().resolve())
+        try:
+            return str(Path(text).expanduser().resolve())
+        except (RuntimeError, ValueError, OSError) as exc:  # "~user" unknown, NUL byte, loops
+            raise InvalidArgumentError(f"table path {shown(text)} is not a usable local path ({exc})") from None
     return text.rstrip("/")
 
 
@@ -116,11 +124,11 @@ def redact(options: Mapping[str, str] | None) -> dict[str, str]:
     return {k: ("***" if any(h in k.lower() for h in _SECRET_HINTS) else v) for k, v in (options or {}).items()}
 
 
-def _split_options(options: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+def split_storage_options(options: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """deltalake-style storage options → obstore ``(config, client_options)``.
 
     Example:
-        >>> _split_options({"AWS_ENDPOINT_URL": "http://h:1", "AWS_ALLOW_HTTP": "true",
+        >>> split_storage_options({"AWS_ENDPOINT_URL": "http://h:1", "AWS_ALLOW_HTTP": "true",
         ...                 "AWS_S3_ALLOW_UNSAFE_RENAME": "true"})
         ({'aws_endpoint_url': 'http://h:1'}, {'allow_http': 'true'})
     """
@@ -181,7 +189,7 @@ class TableStorage:
             self._store: Any = LocalStore(prefix=str(self.local_root))
         else:
             check_commit_protocol(self.uri, self.storage_options)
-            config, client = _split_options(self.storage_options)
+            config, client = split_storage_options(self.storage_options)
             try:
                 self._store = from_url(self.uri, config=config or None, client_options=client or None)
             except (KeyboardInterrupt, SystemExit):
