@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from . import __version__
+from . import __version__, settings
 from .errors import DeltaExtrasError, InvalidArgumentError, PartitionsFailedError
 from .report import PartitionReport, RorderReport
 
@@ -30,19 +30,7 @@ EXIT_USAGE = 2
 
 
 def _storage_options(args: argparse.Namespace) -> dict[str, str] | None:
-    opts: dict[str, str] = {}
-    env = os.environ.get("DELTAEXTRAS_STORAGE_OPTIONS")
-    if env:
-        try:
-            opts.update(json.loads(env))
-        except json.JSONDecodeError as exc:
-            raise InvalidArgumentError(f"DELTAEXTRAS_STORAGE_OPTIONS is not a JSON object: {exc.msg}") from None
-    for item in getattr(args, "storage_option", None) or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise InvalidArgumentError(f"--storage-option {item!r} must be KEY=VALUE")
-        opts[key] = value
-    return opts or None
+    return settings.storage_options(getattr(args, "storage_option", None))
 
 
 def _common(p: argparse.ArgumentParser) -> None:

@@ -68,7 +68,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyroaring import BitMap
 
-from . import __version__
+from . import __version__, settings
 from .actions import encode, now_ms, remove_action
 from .commit import MAX_LOST_RACES, maybe_checkpoint
 from .dv import (
@@ -1199,7 +1199,7 @@ def add_parser(subparsers: Any) -> None:
 
 def cmd_delete(args: Any) -> int:
     """Run ``deltaextras delete``; prints the report, returns the exit code (0)."""
-    options = _cli_storage_options(args.storage_option)
+    options = settings.storage_options(args.storage_option)
     if args.enable_deletion_vectors:
         from .upgrade import enable_deletion_vectors
 
@@ -1219,18 +1219,3 @@ def cmd_delete(args: Any) -> int:
         print(report.line())
     return 0
 
-
-def _cli_storage_options(items: list[str] | None) -> dict[str, str] | None:
-    opts: dict[str, str] = {}
-    env = os.environ.get("DELTAEXTRAS_STORAGE_OPTIONS")
-    if env:
-        try:
-            opts.update(json.loads(env))
-        except json.JSONDecodeError as exc:
-            raise InvalidArgumentError(f"DELTAEXTRAS_STORAGE_OPTIONS is not a JSON object: {exc.msg}") from None
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise InvalidArgumentError(f"--storage-option {item!r} must be KEY=VALUE")
-        opts[key] = value
-    return opts or None

@@ -114,3 +114,33 @@ def get(name: str, env: Mapping[str, str] | None = None) -> str | None:
             raise InvalidArgumentError(f"app setting {name} is required: {setting.doc}")
         return setting.default
     return value
+
+
+def storage_options(items: list[str] | None = None, env: Mapping[str, str] | None = None) -> dict[str, str] | None:
+    """Storage options for a command: ``DELTAEXTRAS_STORAGE_OPTIONS`` (JSON) overlaid with ``KEY=VALUE`` items.
+
+    Example:
+        >>> env = {"DELTAEXTRAS_STORAGE_OPTIONS": '{"AWS_REGION": "us-east-1"}'}
+        >>> storage_options(["AWS_REGION=eu-west-1"], env=env)
+        {'AWS_REGION': 'eu-west-1'}
+        >>> storage_options(None, env={}) is None
+        True
+    """
+    import json
+
+    opts: dict[str, str] = {}
+    raw = get("DELTAEXTRAS_STORAGE_OPTIONS", env)
+    if raw:
+        try:
+            loaded = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise InvalidArgumentError(f"DELTAEXTRAS_STORAGE_OPTIONS is not JSON: {exc.msg}") from None
+        if not isinstance(loaded, dict):
+            raise InvalidArgumentError("DELTAEXTRAS_STORAGE_OPTIONS must be a JSON object of strings")
+        opts.update({str(k): str(v) for k, v in loaded.items()})
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InvalidArgumentError(f"--storage-option {item!r} must be KEY=VALUE")
+        opts[key] = value
+    return opts or None
