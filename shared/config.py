@@ -203,7 +203,7 @@ class AppConfig:
         """The configured table with this URI (in any spelling :func:`table_key` equates) or name."""
         try:
             key = table_key(name_or_uri)
-        except (OSError, ValueError):
+        except (OSError, ValueError, InvalidArgumentError):
             key = name_or_uri
         for t in self.tables:
             if table_key(t.uri) == key or t.name == name_or_uri:

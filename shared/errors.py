@@ -15,6 +15,45 @@ Example:
 
 from __future__ import annotations
 
+from typing import Any
+
+# Longest error text: a message quoting hostile input (a 3 kB key, a huge number) stays readable in a
+# log line and a dead-letter envelope. Longer texts keep their start (what is wrong) and end (what to do).
+MAX_MESSAGE = 480
+
+
+def one_line(message: object) -> str:
+    """The text of an error: whitespace collapsed to single spaces, at most :data:`MAX_MESSAGE` characters.
+
+    Example:
+        >>> one_line("bad   key")
+        'bad key'
+        >>> len(one_line("x" * 5000)) == MAX_MESSAGE
+        True
+    """
+    text = " ".join(str(message).split())
+    if len(text) > MAX_MESSAGE:
+        head = MAX_MESSAGE * 2 // 3
+        text = f"{text[:head]} … {text[-(MAX_MESSAGE - head - 3) :]}"
+    return text
+
+
+def shown(value: Any, limit: int = 80) -> str:
+    """``repr`` of a value quoted in an error, cut to ``limit`` characters; never fails (Python refuses
+    to print integers of more than 4300 digits).
+
+    Example:
+        >>> shown("abc"), shown(10**5000), len(shown(["x" * 500]))
+        ("'abc'", 'an integer of about 5001 digits', 80)
+    """
+    try:
+        text = repr(value)
+    except ValueError:
+        if isinstance(value, int):
+            return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
 
 class DeltaExtrasError(Exception):
     """Base class of every error raised on purpose by deltaextras."""
@@ -23,7 +62,7 @@ class DeltaExtrasError(Exception):
 
     def __init__(self, message: str) -> None:
         # One line, always: adapters log and dead-letter the text as it is.
-        super().__init__(" ".join(str(message).split()))
+        super().__init__(one_line(message))
 
 
 # ---------------------------------------------------------------- permanent: the input is wrong
@@ -102,6 +141,7 @@ def is_retryable(exc: BaseException) -> bool:
 
 
 __all__ = [
+    "MAX_MESSAGE",
     "AccessDeniedError",
     "CommitConflictError",
     "CommitRetriesExhaustedError",
@@ -116,4 +156,6 @@ __all__ = [
     "TableNotFoundError",
     "UnsupportedFeatureError",
     "is_retryable",
+    "one_line",
+    "shown",
 ]

@@ -46,10 +46,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import InvalidArgumentError, MessageError
+from .errors import InvalidArgumentError, MessageError, shown
 from .options import RorderOptions
 
 MESSAGE_VERSION = 1
+MAX_LONG = 2**63 - 1  # versions and sizes are Delta/Parquet longs
+UNREADABLE_JSON = "message is not a readable JSON object (a number with thousands of digits, or nesting too deep)"
 _UNSET: Any = object()
 
 _SCALAR = (str, int, float, bool)
@@ -108,17 +110,17 @@ class RorderMessage:
         mv = data.get("message_version", MESSAGE_VERSION)
         if _not_int(mv) or mv != MESSAGE_VERSION:
             raise MessageError(
-                f"message_version {mv!r} is not supported (this deltaextras reads version {MESSAGE_VERSION})"
+                f"message_version {shown(mv)} is not supported (this deltaextras reads version {MESSAGE_VERSION})"
             )
         path = data.get("path")
         if not isinstance(path, str) or not path.strip():
             raise MessageError("message needs 'path': the table URI as a non-empty string")
         version = data.get("version")
-        if version is not None and (_not_int(version) or version < 0):
-            raise MessageError(f"message 'version' must be a non-negative integer, got {version!r}")
+        if version is not None and (_not_int(version) or not 0 <= version <= MAX_LONG):
+            raise MessageError(f"message 'version' must be a non-negative integer, got {shown(version)}")
         pname = data.get("partition_name")
         if pname is not None and (not isinstance(pname, str) or not pname):
-            raise MessageError(f"message 'partition_name' must be a non-empty string, got {pname!r}")
+            raise MessageError(f"message 'partition_name' must be a non-empty string, got {shown(pname)}")
         has_partition = "partition_value" in data
         pvalue = data.get("partition_value")
         if pvalue is not None and not isinstance(pvalue, _SCALAR):
@@ -135,8 +137,8 @@ class RorderMessage:
             raise MessageError("message has both 'files' and 'plan_ref'; send one of them")
         for key in ("target_file_size", "memory_budget", "max_materialize_size"):
             v = data.get(key)
-            if v is not None and (_not_int(v) or v <= 0):
-                raise MessageError(f"message {key!r} must be a positive integer (bytes), got {v!r}")
+            if v is not None and (_not_int(v) or not 0 < v <= MAX_LONG):
+                raise MessageError(f"message {key!r} must be a positive integer (bytes), got {shown(v)}")
         try:
             options = RorderOptions.build(
                 by=data.get("by"),
@@ -186,6 +188,8 @@ class RorderMessage:
             data = json.loads(stripped)
         except json.JSONDecodeError as exc:
             raise MessageError(f"message is not valid JSON ({exc.msg} at char {exc.pos})") from None
+        except (ValueError, RecursionError):
+            raise MessageError(UNREADABLE_JSON) from None
         return cls.from_dict(data)
 
     # ------------------------------------------------------------------ output
@@ -281,6 +285,6 @@ def _parse_files(files: Any) -> tuple[tuple[str, int], ...]:
             out.append((item, -1))
             continue
         if not isinstance(item, (list, tuple)) or len(item) != 2 or not isinstance(item[0], str) or _not_int(item[1]):
-            raise MessageError(f"message 'files[{i}]' must be a [path, size_bytes] pair, got {item!r}")
+            raise MessageError(f"message 'files[{i}]' must be a [path, size_bytes] pair, got {shown(item)}")
         out.append((item[0], int(item[1])))
     return tuple(out)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, shown
 
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
 DEFAULT_MEMORY_BUDGET = 96 * 1024 * 1024
@@ -59,7 +59,7 @@ def normalize_sort_by(sort_by: Any) -> SortSpec:
             out.append((_column_name(item[0], "sort_by"), order))
         else:
             raise InvalidArgumentError(
-                f"sort_by entry {item!r} must be a column name or a (name, 'ascending'|'descending') pair"
+                f"sort_by entry {shown(item)} must be a column name or a (name, 'ascending'|'descending') pair"
             )
     return tuple(out)
 
@@ -82,13 +82,13 @@ def normalize_columns(value: Any, what: str) -> tuple[str, ...]:
 
 def _column_name(value: Any, what: str) -> str:
     if not isinstance(value, str) or not value:
-        raise InvalidArgumentError(f"{what} names must be non-empty strings, got {value!r}")
+        raise InvalidArgumentError(f"{what} names must be non-empty strings, got {shown(value)}")
     return value
 
 
 def _positive_int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise InvalidArgumentError(f"{what} must be a positive integer (bytes), got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 2**63 - 1:
+        raise InvalidArgumentError(f"{what} must be a positive integer (bytes), got {shown(value)}")
     return value
 
 
@@ -131,7 +131,7 @@ class RorderOptions:
             by = _column_name(by, "by")
         ratio = DEFAULT_MAX_DELETED_ROWS_RATIO if max_deleted_rows_ratio is None else max_deleted_rows_ratio
         if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0.0 <= ratio <= 1.0:
-            raise InvalidArgumentError(f"max_deleted_rows_ratio must be a number in [0, 1], got {ratio!r}")
+            raise InvalidArgumentError(f"max_deleted_rows_ratio must be a number in [0, 1], got {shown(ratio)}")
         return cls(
             by=by,
             sort_by=normalize_sort_by(sort_by),

@@ -184,7 +184,11 @@ class TableStorage:
         self.local_root: Path | None = None
         if is_local(self.uri):
             self.local_root = Path(self.uri)
-            if not self.local_root.is_dir():
+            try:
+                found = self.local_root.is_dir()
+            except OSError as exc:  # a name too long for the file system, say: no retry cures it
+                raise InvalidArgumentError(f"table path {shown(self.uri)} cannot be used: {exc.strerror}") from None
+            if not found:
                 raise TableNotFoundError(f"no Delta table at {self.uri} (no such directory); check the path")
             self._store: Any = LocalStore(prefix=str(self.local_root))
         else:

@@ -51,7 +51,7 @@ from typing import Any
 
 from .config import AppConfig
 from .errors import DeltaExtrasError, MessageError, is_retryable
-from .message import RorderMessage
+from .message import UNREADABLE_JSON, RorderMessage
 from .report import PartitionReport
 from .rorder import Hooks, rorder_single
 
@@ -196,6 +196,8 @@ def parse_body(body: str | bytes) -> dict[str, Any]:
         data = json.loads(stripped)
     except json.JSONDecodeError as exc:
         raise MessageError(f"message is not valid JSON ({exc.msg} at char {exc.pos})") from None
+    except (ValueError, RecursionError):
+        raise MessageError(UNREADABLE_JSON) from None
     if not isinstance(data, dict):
         raise MessageError(f"a message must be a JSON object, got {type(data).__name__}")
     return data

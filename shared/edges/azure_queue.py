@@ -123,7 +123,6 @@ class QueueSender:
 
     def __init__(self, client: Any) -> None:
         self.client = client
-        self._checked = False
 
     @classmethod
     def from_env(cls, queue: str, env: Mapping[str, str] | None = None, *, prefix: str = CONNECTION) -> QueueSender:
@@ -141,13 +140,11 @@ class QueueSender:
         try:
             self.client.send_message(body)
         except ResourceNotFoundError:
-            if self._checked:
-                raise
-            self._checked = True
+            # Every sender that finds the queue missing creates it (creating is idempotent) and sends
+            # again: the dispatcher sends batches from several threads at once.
             log.info("queue %s does not exist; creating it", self.queue_name)
             ensure_queue(self.client)
             self.client.send_message(body)
-        self._checked = True
 
     def send_batch(self, bodies: Sequence[str]) -> None:
         """Send messages one by one (Azure queues have no batch send); raises on the first failure."""
