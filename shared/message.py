@@ -173,23 +173,7 @@ class RorderMessage:
             ...
             deltaextras.errors.MessageError: message is neither JSON nor base64 of JSON: ...
         """
-        if isinstance(text, bytes):
-            try:
-                text = text.decode("utf-8")
-            except UnicodeDecodeError:
-                raise MessageError("message body is not UTF-8 text") from None
-        stripped = text.strip()
-        if not stripped.startswith("{"):
-            try:
-                stripped = base64.b64decode(stripped, validate=True).decode("utf-8").strip()
-            except (binascii.Error, ValueError, UnicodeDecodeError):
-                raise MessageError(f"message is neither JSON nor base64 of JSON: {text[:60]!r}") from None
-        try:
-            data = json.loads(stripped)
-        except json.JSONDecodeError as exc:
-            raise MessageError(f"message is not valid JSON ({exc.msg} at char {exc.pos})") from None
-        except (ValueError, RecursionError):
-            raise MessageError(UNREADABLE_JSON) from None
+        data = decode_body(text)
         return cls.from_dict(data)
 
     # ------------------------------------------------------------------ output
@@ -288,3 +272,32 @@ def _parse_files(files: Any) -> tuple[tuple[str, int], ...]:
             raise MessageError(f"message 'files[{i}]' must be a [path, size_bytes] pair, got {shown(item)}")
         out.append((item[0], int(item[1])))
     return tuple(out)
+
+
+def decode_body(body: str | bytes) -> dict[str, Any]:
+    """A queue body (JSON, or base64 of JSON) as a JSON object; :class:`MessageError` otherwise.
+
+    Example:
+        >>> decode_body(base64.b64encode(b'{"path": "/t"}'))
+        {'path': '/t'}
+    """
+    if isinstance(body, (bytes, bytearray)):
+        try:
+            body = bytes(body).decode("utf-8")
+        except UnicodeDecodeError:
+            raise MessageError("message body is not UTF-8 text") from None
+    stripped = body.strip()
+    if not stripped.startswith(("{", "[")):
+        try:
+            stripped = base64.b64decode(stripped, validate=True).decode("utf-8").strip()
+        except (binascii.Error, ValueError, UnicodeDecodeError):
+            raise MessageError(f"message is neither JSON nor base64 of JSON: {body[:60]!r}") from None
+    try:
+        data = json.loads(stripped)
+    except json.JSONDecodeError as exc:
+        raise MessageError(f"message is not valid JSON ({exc.msg} at char {exc.pos})") from None
+    except (ValueError, RecursionError):
+        raise MessageError(UNREADABLE_JSON) from None
+    if not isinstance(data, dict):
+        raise MessageError(f"a message must be a JSON object, got {type(data).__name__}")
+    return data

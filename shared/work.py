@@ -40,8 +40,6 @@ Example:
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import logging
 import time
@@ -50,8 +48,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .config import AppConfig
-from .errors import DeltaExtrasError, MessageError, is_retryable
-from .message import UNREADABLE_JSON, RorderMessage
+from .errors import DeltaExtrasError, is_retryable
+from .message import RorderMessage, decode_body
 from .report import PartitionReport
 from .rorder import Hooks, rorder_single
 
@@ -174,35 +172,6 @@ class Outcome:
         return text
 
 
-def parse_body(body: str | bytes) -> dict[str, Any]:
-    """A queue body (JSON, or base64 of JSON) as a JSON object; :class:`MessageError` otherwise.
-
-    Example:
-        >>> parse_body(base64.b64encode(b'{"path": "/t"}'))
-        {'path': '/t'}
-    """
-    if isinstance(body, (bytes, bytearray)):
-        try:
-            body = bytes(body).decode("utf-8")
-        except UnicodeDecodeError:
-            raise MessageError("message body is not UTF-8 text") from None
-    stripped = body.strip()
-    if not stripped.startswith(("{", "[")):
-        try:
-            stripped = base64.b64decode(stripped, validate=True).decode("utf-8").strip()
-        except (binascii.Error, ValueError, UnicodeDecodeError):
-            raise MessageError(f"message is neither JSON nor base64 of JSON: {body[:60]!r}") from None
-    try:
-        data = json.loads(stripped)
-    except json.JSONDecodeError as exc:
-        raise MessageError(f"message is not valid JSON ({exc.msg} at char {exc.pos})") from None
-    except (ValueError, RecursionError):
-        raise MessageError(UNREADABLE_JSON) from None
-    if not isinstance(data, dict):
-        raise MessageError(f"a message must be a JSON object, got {type(data).__name__}")
-    return data
-
-
 def handle(
     body: str | bytes,
     config: AppConfig,
@@ -222,7 +191,7 @@ def handle(
     text = body.decode("utf-8", errors="replace") if isinstance(body, (bytes, bytearray)) else str(body)
     out = Outcome(DEAD_LETTER, body=text, message_id=message_id, dequeue_count=dequeue_count)
     try:
-        data = parse_body(body)
+        data = decode_body(body)
         out.message = data
         RorderMessage.from_dict(data)  # the message as sent must be valid on its own
         table = config.table(data["path"])
