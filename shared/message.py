@@ -15,8 +15,6 @@ partition_name         str or null                                  partition co
 partition_value        str, int, float, bool or null                partition value; null = the null partition
 files                  list of [path, size] or null                 the planned inputs; absent: every live
                                                                     file of the partition at ``version``
-plan_ref               str                                          where a large plan's file list is stored
-                                                                    (``files`` is then absent)
 by                     str                                          row-group column (default: partition
                                                                     column minus ``_range``)
 sort_by                str, list of str or [col, order] pairs       order inside a value
@@ -62,7 +60,6 @@ _KNOWN = {
     "partition_name",
     "partition_value",
     "files",
-    "plan_ref",
     "by",
     "sort_by",
     "unique_by",
@@ -85,7 +82,6 @@ class RorderMessage:
     # Whether the message names a partition at all (False: the table's only unit, or "plan it").
     has_partition: bool = False
     files: tuple[tuple[str, int], ...] | None = None
-    plan_ref: str | None = None
     options: RorderOptions = field(default_factory=RorderOptions)
 
     # ------------------------------------------------------------------ parsing
@@ -130,11 +126,6 @@ class RorderMessage:
         files = data.get("files")
         if files is not None:
             files = _parse_files(files)
-        plan_ref = data.get("plan_ref")
-        if plan_ref is not None and (not isinstance(plan_ref, str) or not plan_ref):
-            raise MessageError("message 'plan_ref' must be a non-empty string")
-        if plan_ref is not None and files is not None:
-            raise MessageError("message has both 'files' and 'plan_ref'; send one of them")
         for key in ("target_file_size", "memory_budget", "max_materialize_size"):
             v = data.get(key)
             if v is not None and (_not_int(v) or not 0 < v <= MAX_LONG):
@@ -157,7 +148,6 @@ class RorderMessage:
             partition_value=partition_value_to_str(pvalue),
             has_partition=has_partition,
             files=files,
-            plan_ref=plan_ref,
             options=options,
         )
 
@@ -193,8 +183,6 @@ class RorderMessage:
             out["partition_value"] = self.partition_value
         if self.files is not None:
             out["files"] = [[p, s] for p, s in self.files]
-        if self.plan_ref is not None:
-            out["plan_ref"] = self.plan_ref
         opts = self.options.to_json()
         for key in ("by",):
             if opts[key] is not None:
@@ -220,8 +208,8 @@ class RorderMessage:
         """
         return base64.b64encode(self.to_json().encode("utf-8")).decode("ascii")
 
-    def with_files(self, files: tuple[tuple[str, int], ...] | None, plan_ref: str | None = None) -> RorderMessage:
-        """A copy with another file list (or a ``plan_ref`` instead of one)."""
+    def with_files(self, files: tuple[tuple[str, int], ...] | None) -> RorderMessage:
+        """A copy with another file list (``None``: the worker plans the partition at ``version``)."""
         return RorderMessage(
             path=self.path,
             version=self.version,
@@ -229,7 +217,6 @@ class RorderMessage:
             partition_value=self.partition_value,
             has_partition=self.has_partition,
             files=files,
-            plan_ref=plan_ref,
             options=self.options,
         )
 

@@ -10,7 +10,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -40,6 +40,32 @@ class PartitionReport:
     seconds: float = 0.0
     error_type: str | None = None
     retryable: bool = False
+
+    @classmethod
+    def failure(cls, message: Mapping[str, Any] | None, exc: BaseException, seconds: float) -> PartitionReport:
+        """The report of a message whose run raised ``exc`` (its reason is the error's one line).
+
+        Example:
+            >>> from deltaextras.errors import DuplicateKeyError
+            >>> r = PartitionReport.failure({"path": "/t", "partition_name": "k_range", "partition_value": "0"},
+            ...                             DuplicateKeyError("rows share key"), 0.5)
+            >>> r.partition, r.status, r.error_type, r.retryable
+            ('k_range=0', 'failed', 'DuplicateKeyError', False)
+        """
+        from .errors import DeltaExtrasError, is_retryable
+
+        message = message or {}
+        name = message.get("partition_name")
+        return cls(
+            table=str(message.get("path")),
+            partition=None if name is None else f"{name}={message.get('partition_value')}",
+            status="failed",
+            reason=str(exc) if isinstance(exc, DeltaExtrasError) else f"{type(exc).__name__}: {exc}",
+            read_version=message.get("version"),
+            seconds=round(seconds, 3),
+            error_type=type(exc).__name__,
+            retryable=is_retryable(exc),
+        )
 
     def line(self) -> str:
         """One human line."""

@@ -36,10 +36,8 @@ from .actions import add_action, commit_info, encode, now_ms, remove_action, txn
 from .commit import Intent, commit, maybe_checkpoint, scan_winners
 from .errors import (
     CommitConflictError,
-    DeltaExtrasError,
     MessageError,
     PartitionsFailedError,
-    is_retryable,
 )
 from .message import RorderMessage
 from .plan import in_layout, plan_table, resolve_unit
@@ -293,17 +291,7 @@ def _run_one(
     try:
         return rorder_single(message, storage_options=storage_options, snapshot=snapshot).to_dict()
     except Exception as exc:
-        label = message.get("partition_name")
-        return PartitionReport(
-            table=str(message.get("path")),
-            partition=None if label is None else f"{label}={message.get('partition_value')}",
-            status="failed",
-            reason=str(exc) if isinstance(exc, DeltaExtrasError) else f"{type(exc).__name__}: {exc}",
-            read_version=message.get("version"),
-            seconds=round(time.monotonic() - started, 3),
-            error_type=type(exc).__name__,
-            retryable=is_retryable(exc),
-        ).to_dict()
+        return PartitionReport.failure(message, exc, time.monotonic() - started).to_dict()
 
 
 def rorder(

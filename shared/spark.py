@@ -41,7 +41,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .errors import DeltaExtrasError, InvalidArgumentError, PartitionsFailedError, is_retryable
+from .errors import DeltaExtrasError, InvalidArgumentError, PartitionsFailedError
 from .report import PartitionReport, RorderReport
 
 __all__ = ["REPORT_SCHEMA", "report_struct_type", "rorder_spark", "run_message_batch", "run_messages_spark"]
@@ -85,18 +85,7 @@ def report_struct_type(*, with_seq: bool = False) -> Any:
 
 # ----------------------------------------------------------------------------- executor side
 def _failed_report(message: Mapping[str, Any] | None, exc: BaseException, started: float) -> PartitionReport:
-    message = message or {}
-    name = message.get("partition_name")
-    return PartitionReport(
-        table=str(message.get("path")),
-        partition=None if name is None else f"{name}={message.get('partition_value')}",
-        status="failed",
-        reason=str(exc) if isinstance(exc, DeltaExtrasError) else f"{type(exc).__name__}: {exc}",
-        read_version=message.get("version"),
-        seconds=round(time.monotonic() - started, 3),
-        error_type=type(exc).__name__,
-        retryable=is_retryable(exc),
-    )
+    return PartitionReport.failure(message, exc, time.monotonic() - started)
 
 
 def run_message_batch(batch: pa.RecordBatch, storage_options: Mapping[str, str] | None) -> pa.RecordBatch:

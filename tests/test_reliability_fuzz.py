@@ -46,7 +46,6 @@ KNOWN_KEYS = [
     "partition_name",
     "partition_value",
     "files",
-    "plan_ref",
     "by",
     "sort_by",
     "unique_by",
@@ -209,7 +208,6 @@ DEFECTS = [
     "stale files",
     "bad number",
     "bad message_version",
-    "files and plan_ref",
     "not the table",
 ]
 WRONG_TYPES: dict[str, st.SearchStrategy[Any]] = {
@@ -306,9 +304,6 @@ def hostile_message(draw: st.DrawFn, target: Target) -> dict[str, Any]:
             msg["message_version"] = draw(
                 st.one_of(st.integers().filter(lambda v: v != 1), st.sampled_from([1.0, "1", True, None, [1]]))
             )
-        elif defect == "files and plan_ref":
-            msg["files"] = [[target.live[0], 1]]
-            msg["plan_ref"] = draw(st.text(min_size=1, max_size=30))
         elif defect == "not the table":
             msg["path"] = draw(not_tables(target.uri))
     return msg
