@@ -88,16 +88,17 @@ def test_key_types_and_nulls(backend: Any, kind: str) -> None:
         assert seq == sorted(seq, reverse=True)
 
 
-def test_multi_pass_spill_output_equals_single_pass(tmp_path: Any) -> None:
-    a, b = str(tmp_path / "a"), str(tmp_path / "b")
-    for uri in (a, b):
-        write_sensor_table(uri, batches=4, nodes=40, rows=1500, seed=11)
+def test_multi_pass_spill_output_equals_single_pass(backend: Any, tmp_path: Any) -> None:
+    a, b = str(tmp_path / "a"), backend.new_table_uri()
+    opts = backend.storage_options
+    write_sensor_table(a, batches=4, nodes=40, rows=1500, seed=11)
+    write_sensor_table(b, opts, batches=4, nodes=40, rows=1500, seed=11)
     ra = rorder(a, sort_by="utc_time", max_workers=1)
-    rb = rorder(b, sort_by="utc_time", max_workers=1, memory_budget=60_000)
+    rb = rorder(b, sort_by="utc_time", max_workers=1, memory_budget=60_000, storage_options=opts)
     assert ra[0].passes == 1
     assert rb[0].passes > 2 and rb[0].spilled_bytes > 0
-    assert checksum(a) == checksum(b)
-    assert assert_layout(b, "node_id") == assert_layout(a, "node_id") == 40
+    assert checksum(a) == checksum(b, opts)
+    assert assert_layout(b, "node_id", opts) == assert_layout(a, "node_id") == 40
 
 
 def test_target_file_size_splits_on_value_boundaries(tmp_path: Any) -> None:
