@@ -50,7 +50,6 @@ from .options import RorderOptions
 MESSAGE_VERSION = 1
 MAX_LONG = 2**63 - 1  # versions and sizes are Delta/Parquet longs
 UNREADABLE_JSON = "message is not a readable JSON object (a number with thousands of digits, or nesting too deep)"
-_UNSET: Any = object()
 
 _SCALAR = (str, int, float, bool)
 _KNOWN = {
