@@ -273,23 +273,12 @@ def table_args(table: Any, storage_options: Mapping[str, str] | None) -> tuple[s
 def load_snapshot(storage: TableStorage, version: int | None = None) -> TableSnapshot:
     """The table at ``version`` (default latest) from the log alone, protocol checked for a delete.
 
-    Unlike :meth:`TableSnapshot.load` this does not open the table with deltalake, and it accepts the
-    ``variantType`` feature when no column has the variant type (deltalake lists that feature on every
-    table it creates with deletion vectors).
+    Unlike :meth:`TableSnapshot.load` this does not open the table with deltalake.
     """
     v = latest_version(storage) if version is None else version
     state = replay(storage, v)
-    protocol = dict(state.protocol)
-    if not _schema_has_variant(state.metadata):
-        for key in ("readerFeatures", "writerFeatures"):
-            if protocol.get(key):
-                protocol[key] = [f for f in protocol[key] if f not in ("variantType", "variantType-preview")]
-    check_protocol(protocol, dict(state.metadata.get("configuration") or {}))
+    check_protocol(state.protocol, dict(state.metadata.get("configuration") or {}), state.metadata.get("schemaString"))
     return TableSnapshot(storage, state, None)
-
-
-def _schema_has_variant(metadata: dict[str, Any]) -> bool:
-    return '"variant"' in str(metadata.get("schemaString") or "")
 
 
 def deletion_vectors_enabled(snapshot: TableSnapshot) -> bool:
@@ -1218,4 +1207,3 @@ def cmd_delete(args: Any) -> int:
     else:
         print(report.line())
     return 0
-

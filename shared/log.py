@@ -111,12 +111,15 @@ def list_log(storage: TableStorage) -> LogListing:
 
 def latest_version(storage: TableStorage) -> int:
     """The newest commit version; :class:`TableNotFoundError` if there is no log."""
-    listing = list_log(storage)
+    return _require_commits(storage, list_log(storage)).latest
+
+
+def _require_commits(storage: TableStorage, listing: LogListing) -> LogListing:
     if listing.latest < 0:
         raise TableNotFoundError(
             f"no Delta table at {storage.uri} (no commits under _delta_log/); check the path and credentials"
         )
-    return listing.latest
+    return listing
 
 
 @dataclass
@@ -201,11 +204,7 @@ def _apply(state: LogState, actions: Iterable[dict[str, Any]]) -> None:
 
 def replay(storage: TableStorage, version: int, listing: LogListing | None = None) -> LogState:
     """Replay the log up to ``version`` from the newest complete checkpoint at or before it."""
-    listing = listing or list_log(storage)
-    if listing.latest < 0:
-        raise TableNotFoundError(
-            f"no Delta table at {storage.uri} (no commits under _delta_log/); check the path and credentials"
-        )
+    listing = _require_commits(storage, listing or list_log(storage))
     if version > listing.latest:
         raise InvalidArgumentError(f"version {version} of {storage.uri} does not exist yet (latest {listing.latest})")
     cps = [v for v in listing.checkpoints if v <= version]

@@ -163,6 +163,8 @@ class PartitionRewriter:
         stats_cols = cfg.get("delta.dataSkippingStatsColumns")
         self.stats_columns = [c.strip() for c in stats_cols.split(",")] if stats_cols else None
         self.indexed_columns = int(cfg.get("delta.dataSkippingNumIndexedCols", DEFAULT_INDEXED_COLUMNS))
+        self._row_bits = sum(_fixed_bits(f.type) for f in self.target)
+        self._variable_columns = {f.name for f in self.target if not _fixed_bits(f.type)}
         self.result = RewriteResult()
         self._parquet: list[pq.ParquetFile] = []
         self._masks: list[np.ndarray | None] = []
@@ -178,7 +180,6 @@ class PartitionRewriter:
             passes = self._plan_passes()
             self.result.passes = len(passes)
             spills = self._spill(passes) if len(passes) > 1 else {}
-            expected = sum(rg.rows for rg in self._row_groups) - self.result.deleted_rows_dropped
             for k, p in enumerate(passes):
                 started = time.monotonic()
                 # The pass's rows are handed over, not kept here: _write_pass frees them column by column.
@@ -190,6 +191,7 @@ class PartitionRewriter:
             outputs = self._writer.close() if self._writer else []
             self.result.outputs = outputs
             self.result.rows_out = sum(o.rows for o in outputs)
+            expected = self.result.rows_in  # live rows read, deletion vectors applied
             if self.result.rows_out + self.result.duplicates_removed != expected:
                 raise CorruptDataError(
                     f"rewrite accounted for {self.result.rows_out + self.result.duplicates_removed} of "
@@ -233,11 +235,14 @@ class PartitionRewriter:
                     raise
                 raise CorruptDataError(f"data file {f.path} is not readable Parquet: {str(exc)[:200]}") from None
             mask = masks.get(f.path)
+            deleted = 0
             if mask is not None:
                 if len(mask) < md.num_rows:
                     mask = np.concatenate([mask, np.ones(md.num_rows - len(mask), dtype=bool)])
                 mask = mask[: md.num_rows]
-                self.result.deleted_rows_dropped += int(md.num_rows - mask.sum())
+                deleted = int(md.num_rows - mask.sum())
+            self.result.deleted_rows_dropped += deleted
+            self.result.rows_in += md.num_rows - deleted
             self._parquet.append(pf)
             self._masks.append(mask)
             leaf = _leaf_index(pf, self.by)
@@ -260,7 +265,6 @@ class PartitionRewriter:
                     nulls = rg.num_rows  # column absent from this file: every row is null
                 self._row_groups.append(_RowGroup(fi, i, offset, rg.num_rows, self._estimate(pf, rg), lo, hi, nulls))
                 offset += rg.num_rows
-            self.result.rows_in += md.num_rows - (0 if mask is None else int(md.num_rows - mask.sum()))
 
     def _stat_value(self, value: Any) -> Any:
         """A Parquet statistic as the Python value ``as_py()`` gives for the table's type."""
@@ -284,12 +288,11 @@ class PartitionRewriter:
 
     def _estimate(self, pf: pq.ParquetFile, rg: Any) -> int:
         """Arrow bytes of a row group, once decoded (fixed widths exactly, variable ones from Parquet)."""
-        fixed_bits = sum(_fixed_bits(f.type) for f in self.target)
-        total = fixed_bits * rg.num_rows // 8
+        total = self._row_bits * rg.num_rows // 8
         for j in range(rg.num_columns):
             col = rg.column(j)
             name = col.path_in_schema.split(".")[0]
-            if name in self.target.names and not _fixed_bits(self.target.field(name).type):
+            if name in self._variable_columns:
                 total += int(col.total_uncompressed_size * 1.5) + 8 * rg.num_rows
         return total
 
@@ -531,8 +534,7 @@ def _release() -> None:
 
 
 def _pass_mask(col: pa.ChunkedArray, p: _Pass) -> pa.ChunkedArray:
-    if p.everything:
-        return pc.is_valid(col) | pc.is_null(col)
+    """Rows of one pass of a multi-pass plan (an ``everything`` pass is never split)."""
     if p.nulls_only:
         return pc.is_null(col)
     lo, hi = p.lo_arrow, p.hi_arrow
@@ -540,8 +542,7 @@ def _pass_mask(col: pa.ChunkedArray, p: _Pass) -> pa.ChunkedArray:
 
 
 def _overlaps(rg: _RowGroup, p: _Pass) -> bool:
-    if p.everything:
-        return True
+    """Whether a row group's statistics admit rows of one pass of a multi-pass plan."""
     if p.nulls_only:
         return rg.nulls is None or rg.nulls > 0
     if rg.lo is None:  # no statistics: could hold anything, unless known to be all null
