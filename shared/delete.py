@@ -64,12 +64,12 @@ from urllib.parse import quote, unquote
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyroaring import BitMap
 
 from . import __version__, settings
 from .actions import encode, now_ms, remove_action
+from .arrays import bool_array, constant_array, py_value, scalar, true_mask
 from .commit import MAX_LOST_RACES, maybe_checkpoint
 from .dv import (
     DEFAULT_INLINE_MAX_BYTES,
@@ -432,7 +432,7 @@ class _DeleteOperation:
         return {c: partition_scalar(f.partition_values.get(c), self.types[c]) for c in self.partition_cols}
 
     def _partition_verdict(self, parts: dict[str, pa.Scalar]) -> bool:
-        one = pa.table({c: constant_array(s, 1) for c, s in parts.items()} or {"__row": [0]})
+        one = pa.table({c: constant_array(s, 1) for c, s in parts.items()} or {"__row": pa.nulls(1)})
         return bool(true_mask(evaluate(self.expr, one))[0])
 
     def _num_records(self, f: LiveFile) -> int:
@@ -451,7 +451,7 @@ class _DeleteOperation:
 
         def lookup(name: str) -> FieldStats | None:
             if name in parts:
-                v = parts[name].as_py()
+                v = py_value(parts[name])
                 rows = int(n) if n else 1
                 return FieldStats(v, v, rows if v is None else 0, rows)
             phys = self.full_schema.physical(name)
@@ -543,7 +543,7 @@ class _DeleteOperation:
     ) -> Callable[[str], FieldStats | None]:
         def lookup(name: str) -> FieldStats | None:
             if name in parts:
-                v = parts[name].as_py()
+                v = py_value(parts[name])
                 return FieldStats(v, v, rows if v is None else 0, rows)
             j = leaf.get(phys.get(name, ""))
             if j is None:
@@ -554,8 +554,9 @@ class _DeleteOperation:
             nulls = st.null_count if st.has_null_count else None
             lo = hi = None
             if st.has_min_max:
-                lo = parquet_bound(st.min, self.types[name], upper=False)
-                hi = parquet_bound(st.max, self.types[name], upper=True)
+                low, high = _statistic_bounds(st, self.types[name])
+                lo = parquet_bound(low, self.types[name], upper=False)
+                hi = parquet_bound(high, self.types[name], upper=True)
             return FieldStats(lo, hi, nulls, rows)
 
         return lookup
@@ -630,11 +631,11 @@ class _DeleteOperation:
                     continue
                 data = conform(pf.read_row_group(i, columns=cols), target, t.file.path)
                 if part.any():
-                    piece = data if part.all() else data.filter(pa.array(part))
+                    piece = data if part.all() else data.filter(bool_array(part))
                     sink.write(piece)
                     collector.update(piece)
                 if changes is not None and out is not None and out.any():
-                    changes.write(_as_change(data.filter(pa.array(out))))
+                    changes.write(_as_change(data.filter(bool_array(out))))
             size = sink.close(expect_rows=kept)
             if changes is not None:
                 t.cdc = changes.action(t)
@@ -695,7 +696,7 @@ class _DeleteOperation:
                 offset += rows
                 if part.any():
                     data = conform(pf.read_row_group(i, columns=cols), target, t.file.path)
-                    changes.write(_as_change(data if part.all() else data.filter(pa.array(part))))
+                    changes.write(_as_change(data if part.all() else data.filter(bool_array(part))))
             t.cdc = changes.action(t)
         except BaseException:
             changes.abort()
@@ -960,7 +961,7 @@ class _ChangeSink(_ParquetSink):
 
 
 def _as_change(table: pa.Table) -> pa.Table:
-    return table.append_column("_change_type", constant_array(pa.scalar("delete"), table.num_rows))
+    return table.append_column("_change_type", constant_array(scalar("delete", pa.string()), table.num_rows))
 
 
 def change_data_feed_enabled(snapshot: TableSnapshot) -> bool:
@@ -970,30 +971,6 @@ def change_data_feed_enabled(snapshot: TableSnapshot) -> bool:
         return False
     writer = int(snapshot.protocol.get("minWriterVersion", 1))
     return 4 <= writer < 7 or "changeDataFeed" in (snapshot.protocol.get("writerFeatures") or [])
-
-
-def constant_array(value: pa.Scalar, rows: int) -> pa.Array:
-    """An array of ``rows`` copies of one scalar (null included).
-
-    Example:
-        >>> constant_array(pa.scalar("x"), 3).to_pylist()
-        ['x', 'x', 'x']
-    """
-    empty = pa.nulls(rows, value.type)
-    return empty if not value.is_valid else pc.fill_null(empty, value)
-
-
-def true_mask(result: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """NumPy booleans: True where a three-valued result is TRUE (null is not).
-
-    Example:
-        >>> true_mask(pa.array([True, None, False])).tolist()
-        [True, False, False]
-    """
-    filled = pc.fill_null(result, False)
-    if isinstance(filled, pa.ChunkedArray):
-        filled = filled.combine_chunks() if filled.num_chunks != 1 else filled.chunk(0)
-    return np.asarray(filled.to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def _leaf_indexes(pf: pq.ParquetFile) -> dict[str, int]:
@@ -1039,7 +1016,7 @@ def partition_scalar(text: str | None, typ: pa.DataType) -> pa.Scalar:
         False
     """
     if text is None or text == "":
-        return pa.scalar(None, typ)
+        return scalar(None, typ)
     try:
         if pa.types.is_timestamp(typ):
             value = _iso_timestamp(text)
@@ -1047,21 +1024,21 @@ def partition_scalar(text: str | None, typ: pa.DataType) -> pa.Scalar:
                 value = value.replace(tzinfo=None)
             elif value.tzinfo is None:
                 value = value.replace(tzinfo=dt.timezone.utc)
-            return pa.scalar(value, pa.timestamp("us", tz=typ.tz)).cast(typ)
+            return scalar(value, typ)
         if pa.types.is_date(typ):
-            return pa.scalar(dt.date.fromisoformat(text[:10]), typ)
+            return scalar(dt.date.fromisoformat(text[:10]), typ)
         if pa.types.is_boolean(typ):
-            return pa.scalar(text.lower() == "true", typ)
+            return scalar(text.lower() == "true", typ)
         if pa.types.is_decimal(typ):
-            return pa.scalar(Decimal(text), typ)
+            return scalar(Decimal(text), typ)
         if pa.types.is_integer(typ):
-            return pa.scalar(int(text), typ)
+            return scalar(int(text), typ)
         if pa.types.is_floating(typ):
-            return pa.scalar(float(text), typ)
+            return scalar(float(text), typ)
         if pa.types.is_binary(typ) or pa.types.is_large_binary(typ):
-            return pa.scalar(text.encode("utf-8"), typ)
-        return pa.scalar(text, typ)
-    except (ValueError, pa.ArrowException) as exc:
+            return scalar(text.encode("utf-8"), typ)
+        return scalar(text, typ)
+    except (ValueError, TypeError, OverflowError, pa.ArrowException) as exc:
         raise CorruptDataError(f"partition value {text!r} is not a valid {typ}: {exc}") from None
 
 
@@ -1112,6 +1089,37 @@ def json_bound(value: Any, typ: pa.DataType, *, upper: bool) -> Any:
     return None
 
 
+def _statistic_bounds(st: Any, typ: pa.DataType) -> tuple[Any, Any]:
+    """A Parquet statistic's min and max; INT64 timestamps decoded from their raw integers (pyarrow's
+    own decoding imports pandas), other timestamps unusable."""
+    if not pa.types.is_timestamp(typ):
+        return st.min, st.max
+    if st.physical_type != "INT64":
+        return None, None
+    try:
+        info = json.loads(st.logical_type.to_json())
+    except (ValueError, AttributeError):
+        return None, None
+    if info.get("Type") != "Timestamp" or info.get("timeUnit") not in _MICROS_PER_TICK:
+        return None, None
+    scale = _MICROS_PER_TICK[info["timeUnit"]]
+    tz = dt.timezone.utc if info.get("isAdjustedToUTC") else None
+
+    def moment(raw: Any, upper: bool) -> dt.datetime | None:
+        if not isinstance(raw, int):
+            return None
+        micros = raw * scale if scale >= 1 else (-(-raw // 1000) if upper else raw // 1000)
+        try:
+            return (dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=int(micros))).replace(tzinfo=tz)
+        except OverflowError:
+            return None
+
+    return moment(st.min_raw, False), moment(st.max_raw, True)
+
+
+_MICROS_PER_TICK = {"milliseconds": 1000, "microseconds": 1, "nanoseconds": 0}
+
+
 def parquet_bound(value: Any, typ: pa.DataType, *, upper: bool) -> Any:
     """A Parquet row-group statistic as a Python bound (text upper bounds widened, as writers may
     truncate them); None when unusable.
@@ -1135,8 +1143,8 @@ def parquet_bound(value: Any, typ: pa.DataType, *, upper: bool) -> Any:
             return value if value.tzinfo is not None else value.replace(tzinfo=dt.timezone.utc)
         if isinstance(value, float) and value != value:  # NaN bound
             return None
-        return pa.scalar(value, typ).as_py()
-    except (ValueError, TypeError, UnicodeDecodeError, pa.ArrowException):
+        return py_value(scalar(value, typ))
+    except (ValueError, TypeError, OverflowError, UnicodeDecodeError, pa.ArrowException):
         return None
 
 

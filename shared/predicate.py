@@ -56,6 +56,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arrays import bool_array, constant_array, infer_scalar, py_value, scalar
 from .errors import InvalidArgumentError
 
 __all__ = [
@@ -610,7 +611,7 @@ class _Binder:
     def _literal_for(self, lit: Literal, col: Column) -> Literal:
         target = self._type(col)
         if lit.kind == "null":
-            return Literal(None, "null", pa.scalar(None, type=target))
+            return Literal(None, "null", scalar(None, target))
         if pa.types.is_nested(target) or pa.types.is_binary(target) or pa.types.is_large_binary(target):
             raise InvalidPredicateError(f"predicate: column {col.name!r} has type {target}, which cannot be compared")
         try:
@@ -628,33 +629,33 @@ def _convert(lit: Literal, target: pa.DataType) -> pa.Scalar:
     if pa.types.is_boolean(target):
         if lit.kind != "bool":
             raise TypeError("a boolean column compares with TRUE or FALSE")
-        return pa.scalar(v, pa.bool_())
+        return scalar(v, pa.bool_())
     if _is_string(target):
         if lit.kind != "str":
             raise TypeError("a text column compares with a quoted value")
-        return pa.scalar(v, target)
+        return scalar(v, target)
     if pa.types.is_integer(target) or pa.types.is_floating(target) or pa.types.is_decimal(target):
         if lit.kind not in ("int", "float", "decimal"):
             raise TypeError("a numeric column compares with a number")
         if pa.types.is_integer(target):
             if lit.kind == "int":
                 try:
-                    return pa.scalar(v, target)
+                    return scalar(v, target)
                 except (pa.ArrowInvalid, OverflowError):
-                    return pa.scalar(float(v), pa.float64())
-            return pa.scalar(float(v), pa.float64())  # compare in floating point
+                    return scalar(float(v), pa.float64())
+            return scalar(float(v), pa.float64())  # compare in floating point
         if pa.types.is_floating(target):
-            return pa.scalar(float(v), pa.float64())
+            return scalar(float(v), pa.float64())
         dec = Decimal(v) if lit.kind != "float" else Decimal(repr(v))
         try:
-            return pa.scalar(dec, target)
+            return scalar(dec, target)
         except (pa.ArrowInvalid, OverflowError):
-            return pa.scalar(float(dec), pa.float64())
+            return scalar(float(dec), pa.float64())
     if pa.types.is_date(target):
         if lit.kind == "date":
-            return pa.scalar(v, target)
+            return scalar(v, target)
         if lit.kind == "str":
-            return pa.scalar(_parse_date(v), target)
+            return scalar(_parse_date(v), target)
         if lit.kind == "timestamp":
             raise TypeError("a date column compares with DATE '...' or a 'YYYY-MM-DD' text")
         raise TypeError("a date column compares with DATE '...' or a 'YYYY-MM-DD' text")
@@ -670,7 +671,7 @@ def _convert(lit: Literal, target: pa.DataType) -> pa.Scalar:
             v = v.replace(tzinfo=None)
         elif v.tzinfo is None:
             v = v.replace(tzinfo=dt.timezone.utc)
-        return pa.scalar(v, pa.timestamp("us", tz=target.tz)).cast(target)
+        return scalar(v, target)
     raise TypeError(f"type {target} is not supported in predicates")
 
 
@@ -678,15 +679,15 @@ def _with_scalar(lit: Literal, target: pa.DataType | None) -> Literal:
     if lit.scalar is not None:
         return lit
     if lit.kind == "null":
-        return Literal(None, "null", pa.scalar(None, type=target or pa.null()))
+        return Literal(None, "null", scalar(None, target or pa.null()))
     if lit.kind == "date":
-        return Literal(lit.value, lit.kind, pa.scalar(lit.value, pa.date32()))
+        return Literal(lit.value, lit.kind, scalar(lit.value, pa.date32()))
     if lit.kind == "timestamp":
         tz = "UTC" if lit.value.tzinfo is not None else None
-        return Literal(lit.value, lit.kind, pa.scalar(lit.value, pa.timestamp("us", tz=tz)))
+        return Literal(lit.value, lit.kind, scalar(lit.value, pa.timestamp("us", tz=tz)))
     if lit.kind == "decimal":
-        return Literal(lit.value, lit.kind, pa.scalar(float(lit.value)))
-    return Literal(lit.value, lit.kind, pa.scalar(lit.value))
+        return Literal(lit.value, lit.kind, scalar(float(lit.value), pa.float64()))
+    return Literal(lit.value, lit.kind, infer_scalar(lit.value))
 
 
 def _is_string(t: pa.DataType) -> bool:
@@ -730,7 +731,7 @@ def matches(expr: Expr, table: pa.Table) -> pa.ChunkedArray | pa.Array:
         [False, False, True]
     """
     bound = bind(expr, {f.name: f.type for f in table.schema})
-    return pc.fill_null(evaluate(bound, table), False)
+    return pc.fill_null(evaluate(bound, table), _FALSE)
 
 
 class _Eval:
@@ -748,11 +749,11 @@ class _Eval:
     def _const(self, value: bool | None) -> pa.Array:
         if value is None:
             return pa.nulls(self.n, pa.bool_())
-        return pa.array(np.full(self.n, value, dtype=bool))
+        return bool_array(np.full(self.n, value, dtype=bool))
 
     def _broadcast(self, result: Any) -> Any:
         if isinstance(result, pa.Scalar):
-            return self._const(result.as_py() if result.is_valid else None)
+            return self._const(py_value(result) if result.is_valid else None)
         return result
 
     def run(self, e: Expr) -> Any:
@@ -771,12 +772,12 @@ class _Eval:
         if isinstance(e, InList):
             operand = self.value(e.operand)
             if isinstance(operand, pa.Scalar):
-                operand = pa.array([operand.as_py()] * self.n, operand.type)
+                operand = constant_array(operand, self.n)
             present = [v.scalar for v in e.values if v.scalar is not None and v.scalar.is_valid]
             has_null = len(present) < len(e.values)
             if present:
                 typ = present[0].type
-                value_set = pa.array([s.as_py() for s in present], typ)
+                value_set = pa.concat_arrays([constant_array(s.cast(typ), 1) for s in present])
                 if not operand.type.equals(typ):
                     operand = operand.cast(typ) if _safe_cast(operand.type, typ) else operand
                     if not operand.type.equals(typ):
@@ -784,9 +785,9 @@ class _Eval:
                 hit = pc.is_in(operand, value_set=value_set, skip_nulls=True)
             else:
                 hit = self._const(False)
-            hit = pc.if_else(pc.is_null(operand), pa.scalar(None, pa.bool_()), hit)
+            hit = pc.if_else(pc.is_null(operand), _NULL_BOOL, hit)
             if has_null:
-                hit = pc.if_else(hit, True, pa.scalar(None, pa.bool_()))
+                hit = pc.if_else(hit, _TRUE, _NULL_BOOL)
             return pc.invert(hit) if e.negated else hit
         if isinstance(e, IsNull):
             operand = self.value(e.operand)
@@ -796,7 +797,7 @@ class _Eval:
         if isinstance(e, Like):
             operand = self.value(e.operand)
             if isinstance(operand, pa.Scalar):
-                operand = pa.array([operand.as_py()] * self.n, operand.type)
+                operand = constant_array(operand, self.n)
             hit = pc.match_like(operand, e.pattern)
             return pc.invert(hit) if e.negated else hit
         if isinstance(e, And):
@@ -807,6 +808,10 @@ class _Eval:
             return pc.invert(self.run(e.child))
         raise InvalidPredicateError(f"predicate: cannot evaluate {e!r}")
 
+
+_TRUE = scalar(True, pa.bool_())
+_FALSE = scalar(False, pa.bool_())
+_NULL_BOOL = scalar(None, pa.bool_())
 
 _COMPARE = {
     "=": pc.equal,
@@ -905,7 +910,7 @@ def _might(e: Expr, stats: Callable[[str], FieldStats | None], negate: bool) -> 
             return True
         if s.all_null:
             return False
-        values = [v.scalar.as_py() for v in e.values if v.scalar is not None and v.scalar.is_valid]
+        values = [py_value(v.scalar) for v in e.values if v.scalar is not None and v.scalar.is_valid]
         has_null = len(values) < len(e.values)
         if e.negated != negate:  # NOT IN: never TRUE when the list holds NULL
             if has_null:
@@ -928,7 +933,7 @@ def _might(e: Expr, stats: Callable[[str], FieldStats | None], negate: bool) -> 
         if s.all_null:
             return False
         op = _NEGATE[e.op] if negate else e.op
-        v = lit.scalar.as_py()
+        v = py_value(lit.scalar)
         lo, hi = s.min, s.max
         if op == "!=":
             if lo is None or hi is None or pa.types.is_floating(lit.scalar.type):

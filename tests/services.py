@@ -78,6 +78,7 @@ AWS_DUMMY_KEY = "testing"
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 10.0
 
+
 class ServiceError(RuntimeError):
     """A local service could not be started or did not become ready."""
 
