@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from .delete import DeleteReport, delete
 from .errors import (
     AccessDeniedError,
     CommitConflictError,
@@ -31,6 +32,8 @@ from .options import RorderOptions
 from .plan import TablePlan, plan_table
 from .report import PartitionReport, RorderReport
 from .rorder import plan_messages, rorder, rorder_setup_multi, rorder_single
+from .upgrade import enable_deletion_vectors
+from .vacuum import VacuumReport, vacuum, vacuum_deletion_vectors
 
 __all__ = [
     "AccessDeniedError",
@@ -52,6 +55,7 @@ __all__ = [
     "TableNotFoundError",
     "TablePlan",
     "UnsupportedFeatureError",
+    "VacuumReport",
     "__version__",
     "delete",
     "enable_deletion_vectors",
@@ -61,5 +65,6 @@ __all__ = [
     "rorder",
     "rorder_setup_multi",
     "rorder_single",
+    "vacuum",
     "vacuum_deletion_vectors",
 ]
