@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ranges", type=int, default=3, help="node_id_range partitions")
     p.set_defaults(func=cmd_demo)
 
-    for module in ("enqueue", "edges.local_host", "delete"):
+    for module in ("enqueue", "edges.local_host", "delete", "vacuum"):
         _register(sub, module)
     return parser
 

@@ -1,10 +1,11 @@
-"""Deleting deletion vector files that no version of the table within the retention period needs.
+"""Deleting files that no version of the table within the retention period needs, vector files included.
 
 deltalake 1.6's ``DeltaTable.vacuum()`` does not do this right for deletion vector files: its default
 ("lite") mode deletes the data files of expired ``remove`` actions but never the vector files those
-actions name, and its ``full=True`` mode deletes vector files that live files still use (measured on
-deltalake 1.6.6, also on Databricks-written tables). Run deltalake's default vacuum for data files and
-:func:`vacuum_deletion_vectors` for vector files.
+actions name, and its ``full=True`` mode deletes every vector file, those live files still use too
+(measured on deltalake 1.6.6, also on Databricks-written tables); only when no live file carries a
+vector is its full mode safe for them. :func:`vacuum` runs deltalake's default vacuum for data files
+and :func:`vacuum_deletion_vectors` for vector files; ``deltaextras vacuum TABLE`` is the same.
 
 A vector file is deleted when some ``remove`` action named it (so it was committed once) with a
 ``deletionTimestamp`` older than the retention, no unexpired ``remove`` names it, and no live file
@@ -33,11 +34,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .actions import now_ms
 from .dv import file_key
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, StorageError
 from .log import LOG_DIR, latest_version, list_log, read_commit
 from .storage import TableStorage, log_path_to_key
 
@@ -109,6 +111,144 @@ def vacuum_deletion_vectors(
         for key in doomed:
             storage.delete(key)
     return doomed
+
+
+@dataclass
+class VacuumReport:
+    """What :func:`vacuum` deleted (or, in a dry run, would delete): keys relative to the table root."""
+
+    table: str
+    retention_hours: float
+    dry_run: bool
+    data_files: list[str] = field(default_factory=list)
+    vector_files: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        """One line for people.
+
+        Example:
+            >>> VacuumReport("/t", 168.0, True, ["a.parquet"], []).line()
+            '/t: would delete 1 data file(s) and 0 deletion vector file(s) older than 168 h (dry run)'
+        """
+        verb = "would delete" if self.dry_run else "deleted"
+        return (
+            f"{self.table}: {verb} {len(self.data_files)} data file(s) and {len(self.vector_files)} deletion "
+            f"vector file(s) older than {self.retention_hours:g} h{' (dry run)' if self.dry_run else ''}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+
+def vacuum(
+    table: Any,
+    *,
+    retention_hours: float | None = None,
+    dry_run: bool = True,
+    storage_options: Mapping[str, str] | None = None,
+) -> VacuumReport:
+    """deltalake's vacuum (default mode: the data files of expired ``remove`` actions), then
+    :func:`vacuum_deletion_vectors` for the vector files it leaves. ``retention_hours`` defaults to the
+    table's ``delta.deletedFileRetentionDuration`` (one week when unset); a value below it is honoured
+    because it was asked for.
+
+    Example:
+        >>> import tempfile, pyarrow as pa
+        >>> from deltalake import write_deltalake
+        >>> from deltaextras.delete import delete
+        >>> from deltaextras.upgrade import enable_deletion_vectors
+        >>> path = tempfile.mkdtemp()
+        >>> write_deltalake(path, pa.table({"k": list(range(100))}))
+        >>> _ = enable_deletion_vectors(path)
+        >>> _ = delete(path, "k < 10", inline_max_bytes=0)
+        >>> _ = delete(path, "k < 20", inline_max_bytes=0)
+        >>> report = vacuum(path, retention_hours=0, dry_run=False)
+        >>> len(report.data_files), len(report.vector_files)
+        (0, 1)
+    """
+    from deltalake.exceptions import DeltaError
+
+    from .delete import load_snapshot, table_args
+
+    uri, options = table_args(table, storage_options)
+    storage = TableStorage(uri, options)
+    snap = load_snapshot(storage)
+    hours = retention_hours_of(snap.configuration) if retention_hours is None else float(retention_hours)
+    if hours < 0:
+        raise InvalidArgumentError(f"retention_hours must not be negative, got {retention_hours!r}")
+    root = storage.deltalake_uri.rstrip("/") + "/"
+    try:
+        from deltalake import DeltaTable
+
+        dl = DeltaTable(storage.deltalake_uri, storage_options=storage.storage_options or None)
+        retention = int(hours) if hours == int(hours) else int(hours) + 1
+        # deltalake names every expired tombstone, deleted already or not: keep those still stored
+        named = {
+            p[len(root) :] if p.startswith(root) else p
+            for p in dl.vacuum(retention_hours=retention, dry_run=True, enforce_retention_duration=False)
+        }
+        data = sorted(named & {key for key, _size in storage.list("")}) if named else []
+        if data and not dry_run:
+            dl.vacuum(retention_hours=retention, dry_run=False, enforce_retention_duration=False)
+    except (DeltaError, OSError) as exc:
+        text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+        raise StorageError(f"deltalake's vacuum failed on {uri}: {text}; no vector file was deleted") from None
+    vectors = vacuum_deletion_vectors(storage.uri, retention_hours=hours, dry_run=dry_run, storage_options=options)
+    return VacuumReport(table=uri, retention_hours=hours, dry_run=dry_run, data_files=data, vector_files=vectors)
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``deltaextras vacuum TABLE``.
+
+    Example:
+        >>> import argparse
+        >>> sub = argparse.ArgumentParser(prog="deltaextras").add_subparsers()
+        >>> add_parser(sub)
+        >>> args = sub.choices["vacuum"].parse_args(["/t", "--dry-run"])
+        >>> args.dry_run, args.retention_hours, args.func.__name__
+        (True, None, 'cmd_vacuum')
+    """
+    p = subparsers.add_parser(
+        "vacuum",
+        help="delete data and deletion vector files no version within the retention needs",
+        description=(
+            "deltalake's vacuum (data files of expired remove actions), then the deletion vector files it "
+            "leaves behind. Files used by any version within the retention are kept."
+        ),
+    )
+    p.add_argument("table", help="table URI: a local path, file://, abfss://, az:// or s3://")
+    p.add_argument(
+        "--retention-hours",
+        type=float,
+        metavar="HOURS",
+        help="keep what versions of the last HOURS need (default: the table's delta.deletedFileRetentionDuration, 168)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
+    p.add_argument("--storage-option", action="append", metavar="KEY=VALUE", help="deltalake storage option")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=cmd_vacuum)
+
+
+def cmd_vacuum(args: Any) -> int:
+    """Run ``deltaextras vacuum``; prints the report, returns the exit code (0)."""
+    import json
+
+    from . import settings
+
+    report = vacuum(
+        args.table,
+        retention_hours=args.retention_hours,
+        dry_run=args.dry_run,
+        storage_options=settings.storage_options(args.storage_option),
+    )
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(report.line())
+        for key in report.data_files + report.vector_files:
+            print(f"  {key}")
+    return 0
 
 
 def _removes(storage: TableStorage) -> Iterable[dict[str, Any]]:

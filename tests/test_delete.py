@@ -5,6 +5,7 @@ resolution against a concurrent delete and a concurrent compaction; the optimize
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import json
 import threading
 from pathlib import Path
@@ -26,7 +27,7 @@ from deltaextras.plan import plan_table
 from deltaextras.rorder import rorder, rorder_single
 from deltaextras.storage import TableStorage
 from deltaextras.upgrade import enable_deletion_vectors
-from deltaextras.vacuum import vacuum_deletion_vectors
+from deltaextras.vacuum import vacuum, vacuum_deletion_vectors
 
 COLUMNS = ["node_id", "node_id_range", "ts", "value", "quality"]
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
@@ -504,6 +505,79 @@ def test_rorder_purges_vectors_and_vacuum_cleans_them(tmp_path: Path) -> None:
     assert _ours(uri, {}) == content
 
 
+def test_deltalake_vacuum_cleans_vectors_rorder_purged(tmp_path: Path) -> None:
+    """Once rorder has purged every vector of the table, deltalake's own vacuum (full mode) deletes the
+    orphaned vector files with the replaced data files, and the table reads the same (delta-rs, Sail's
+    engine is compared elsewhere; here delta-rs and our reader) before and after."""
+    uri = str(tmp_path / "t")
+    _ranged(uri, {})
+    rorder(uri, max_workers=1)
+    delete(uri, "node_id IN (3, 12)", inline_max_bytes=0)  # both partitions: vectors above 5 %
+    vector_files = {p.name for p in Path(uri).glob("deletion_vector_*.bin")}
+    assert len(vector_files) == 1  # one file holds the delete's vectors
+    content = _ours(uri, {})
+    assert _sum(pa.table(DeltaTable(uri).scan())) == content
+
+    report = rorder(uri, max_workers=1)
+    assert [p.status for p in report] == ["committed", "committed"]
+    assert all(f.dv is None for f in load_snapshot(TableStorage(uri)).files)
+    live = set(pa.table(DeltaTable(uri).get_add_actions(flatten=True)).column("path").to_pylist())
+
+    removed = DeltaTable(uri).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False, full=True)
+    assert {Path(r).name for r in removed if "deletion_vector_" in r} == vector_files
+    assert not list(Path(uri).glob("deletion_vector_*.bin"))
+    assert {p.relative_to(uri).as_posix() for p in Path(uri).rglob("*.parquet")} == live
+    assert _ours(uri, {}) == content
+    assert _sum(pa.table(DeltaTable(uri).scan())) == content
+
+
+def test_vacuum_keeps_live_vectors_and_deletes_the_rest(backend: Backend) -> None:
+    """deltaextras' vacuum (deltalake's default vacuum + vector files), with vectors still live in one
+    partition: what no version within the retention needs goes, the table reads the same."""
+    uri, opts = backend.new_table_uri(), backend.storage_options
+    _ranged(uri, opts)
+    rorder(uri, storage_options=opts, max_workers=1)
+    delete(uri, "node_id = 3", storage_options=opts, inline_max_bytes=0)  # partition 0: purged below
+    delete(uri, "node_id = 12 AND value < 0", storage_options=opts, inline_max_bytes=0)  # partition 1: stays
+    delete(uri, "node_id = 13 AND value < 0", storage_options=opts, inline_max_bytes=0)  # replaces that vector
+    rorder(uri, storage_options=opts, max_workers=1)
+    content = _ours(uri, opts)
+    live_vector = {
+        f.dv["pathOrInlineDv"] for f in load_snapshot(TableStorage(uri, opts)).files if f.dv is not None
+    }
+    assert len(live_vector) == 1
+
+    kept = vacuum(uri, storage_options=opts)  # default retention: a week, nothing is old enough
+    assert kept.dry_run and kept.retention_hours == 168 and not kept.data_files and not kept.vector_files
+    planned = vacuum(uri, retention_hours=0, storage_options=opts)
+    assert len(planned.vector_files) == 2 and planned.data_files
+    done = vacuum(uri, retention_hours=0, dry_run=False, storage_options=opts)
+    assert (done.data_files, done.vector_files) == (planned.data_files, planned.vector_files)
+    storage = TableStorage(uri, opts)
+    assert not any(storage.exists(k) for k in done.data_files + done.vector_files)
+    assert _ours(uri, opts) == content
+    assert _sum(pa.table(DeltaTable(uri, storage_options=opts or None).scan())) == content
+    again = vacuum(uri, retention_hours=0, dry_run=False, storage_options=opts)
+    assert not again.data_files and not again.vector_files
+
+
+def test_vacuum_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    uri = str(tmp_path / "t")
+    _make(uri, {}, dv=True)
+    delete(uri, "node_id = 3", inline_max_bytes=0)
+    delete(uri, "node_id = 4", inline_max_bytes=0)
+    assert cli.main(["vacuum", uri, "--retention-hours", "0", "--dry-run", "--json"]) == 0
+    planned = json.loads(capsys.readouterr().out)
+    assert planned["dry_run"] and len(planned["vector_files"]) == 1
+    assert cli.main(["vacuum", uri, "--retention-hours", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "deleted 0 data file(s) and 1 deletion vector file(s) older than 0 h" in out
+    assert planned["vector_files"][0] in out
+    assert cli.main(["vacuum", uri, "--retention-hours", "-1"]) == cli.EXIT_USAGE
+    assert "must not be negative" in capsys.readouterr().err
+    assert cli.main(["vacuum", str(tmp_path / "missing")]) != 0
+
+
 @pytest.mark.xfail(strict=True, reason="deltalake 1.6.6 full vacuum deletes vector files that live files use")
 def test_deltalake_full_vacuum_keeps_live_vectors(fixture_table: Any) -> None:
     path = fixture_table("table-with-dv-small")
@@ -577,7 +651,7 @@ def test_rorder_accepts_deltalake_tables_with_deletion_vectors(tmp_path: Path) -
 
 @pytest.mark.parametrize("threads", [1, 3])
 def test_scan_threads_see_every_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
-    import deltaextras.delete as delete_module
+    delete_module = importlib.import_module("deltaextras.delete")  # the package attribute is the function
 
     monkeypatch.setattr(delete_module, "SCAN_THREADS", threads)
     uri = str(tmp_path / "t")
