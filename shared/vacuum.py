@@ -85,6 +85,14 @@ def vacuum_deletion_vectors(
     """The vector files (keys under the table root) no version within the retention needs; with
     ``dry_run=False`` they are deleted. ``retention_hours`` defaults to the table's
     ``delta.deletedFileRetentionDuration`` (one week when unset)."""
+    _uri, storage, snap, hours = _open(table, storage_options, retention_hours)
+    return _vector_files(storage, snap, hours, dry_run)
+
+
+def _open(
+    table: Any, storage_options: Mapping[str, str] | None, retention_hours: float | None
+) -> tuple[str, TableStorage, Any, float]:
+    """URI, storage, snapshot and retention (hours) of a vacuum."""
     from .delete import load_snapshot, table_args
 
     uri, options = table_args(table, storage_options)
@@ -93,6 +101,10 @@ def vacuum_deletion_vectors(
     hours = retention_hours_of(snap.configuration) if retention_hours is None else float(retention_hours)
     if hours < 0:
         raise InvalidArgumentError(f"retention_hours must not be negative, got {retention_hours!r}")
+    return uri, storage, snap, hours
+
+
+def _vector_files(storage: TableStorage, snap: Any, hours: float, dry_run: bool) -> list[str]:
     cutoff = now_ms() - int(hours * 3_600_000)
     live = {file_key(f.dv) for f in snap.files if f.dv and f.dv.get("storageType") == "u"}
     expired: set[str] = set()
@@ -156,27 +168,16 @@ def vacuum(
     Example:
         >>> import tempfile, pyarrow as pa
         >>> from deltalake import write_deltalake
-        >>> from deltaextras.delete import delete
-        >>> from deltaextras.upgrade import enable_deletion_vectors
         >>> path = tempfile.mkdtemp()
-        >>> write_deltalake(path, pa.table({"k": list(range(100))}))
-        >>> _ = enable_deletion_vectors(path)
-        >>> _ = delete(path, "k < 10", inline_max_bytes=0)
-        >>> _ = delete(path, "k < 20", inline_max_bytes=0)
-        >>> report = vacuum(path, retention_hours=0, dry_run=False)
-        >>> len(report.data_files), len(report.vector_files)
-        (0, 1)
+        >>> write_deltalake(path, pa.table({"k": [1, 2]}))
+        >>> write_deltalake(path, pa.table({"k": [3]}), mode="overwrite")  # the first file is removed
+        >>> report = vacuum(path, retention_hours=0)  # dry run
+        >>> len(report.data_files), report.vector_files, report.dry_run
+        (1, [], True)
     """
     from deltalake.exceptions import DeltaError
 
-    from .delete import load_snapshot, table_args
-
-    uri, options = table_args(table, storage_options)
-    storage = TableStorage(uri, options)
-    snap = load_snapshot(storage)
-    hours = retention_hours_of(snap.configuration) if retention_hours is None else float(retention_hours)
-    if hours < 0:
-        raise InvalidArgumentError(f"retention_hours must not be negative, got {retention_hours!r}")
+    uri, storage, snap, hours = _open(table, storage_options, retention_hours)
     root = storage.deltalake_uri.rstrip("/") + "/"
     try:
         from deltalake import DeltaTable
@@ -194,7 +195,7 @@ def vacuum(
     except (DeltaError, OSError) as exc:
         text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
         raise StorageError(f"deltalake's vacuum failed on {uri}: {text}; no vector file was deleted") from None
-    vectors = vacuum_deletion_vectors(storage.uri, retention_hours=hours, dry_run=dry_run, storage_options=options)
+    vectors = _vector_files(storage, snap, hours, dry_run)
     return VacuumReport(table=uri, retention_hours=hours, dry_run=dry_run, data_files=data, vector_files=vectors)
 
 
