@@ -102,6 +102,7 @@ MODES = ("auto", "deletion_vectors", "copy_on_write")
 MAX_RESTARTS = 16
 SCAN_THREADS = 8
 SCAN_BATCH_ROWS = 131_072
+PROGRESS_SECONDS = 10.0  # a progress line (INFO) at most this often while files are scanned
 ENGINE = f"deltaextras/{__version__}"
 _ADD_KEYS = (
     "path",
@@ -408,17 +409,29 @@ class _DeleteOperation:
         if candidates:
             existing = read_deletion_vectors(self.storage, [f.dv for f in candidates])
             threads = min(self._scan_threads(), len(candidates))
-            if threads > 1:
-                with ThreadPoolExecutor(threads) as pool:
-                    found = list(pool.map(self._scan_file, candidates, existing))
-            else:
-                found = [self._scan_file(f, e) for f, e in zip(candidates, existing, strict=True)]
-            for target, scanned, skipped in found:
-                self.report.files_scanned += 1
-                self.report.row_groups_scanned += scanned
-                self.report.row_groups_skipped += skipped
-                if target is not None:
-                    targets.append(target)
+            with ThreadPoolExecutor(threads) if threads > 1 else contextlib.nullcontext() as pool:
+                found = (
+                    pool.map(self._scan_file, candidates, existing)
+                    if pool is not None
+                    else map(self._scan_file, candidates, existing)
+                )
+                last = time.monotonic()
+                for n, (target, scanned, skipped) in enumerate(found, 1):
+                    self.report.files_scanned += 1
+                    self.report.row_groups_scanned += scanned
+                    self.report.row_groups_skipped += skipped
+                    if target is not None:
+                        targets.append(target)
+                    if time.monotonic() - last >= PROGRESS_SECONDS and n < len(candidates):
+                        last = time.monotonic()
+                        matched = sum(len(t.matched) for t in targets if t.matched is not None)
+                        log.info(
+                            "delete on %s: scanned %d of %d files, %d rows match so far",
+                            self.storage.uri,
+                            n,
+                            len(candidates),
+                            matched,
+                        )
         self.scanned_paths.update(f.path for f in files)
         return targets
 

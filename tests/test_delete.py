@@ -663,3 +663,22 @@ def test_scan_threads_see_every_file(tmp_path: Path, monkeypatch: pytest.MonkeyP
     report = delete(uri, "node_id = 8")
     assert (report.files_scanned, report.files_skipped, report.deletion_vectors_added) == (3, 3, 3)
     assert report.rows_deleted == sum(1 for n in source.column("node_id").to_pylist() if n == 8)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_scan_reports_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, threads: int
+) -> None:
+    delete_module = importlib.import_module("deltaextras.delete")
+    monkeypatch.setattr(delete_module, "SCAN_THREADS", threads)
+    monkeypatch.setattr(delete_module, "PROGRESS_SECONDS", 0.0)
+    uri = str(tmp_path / "t")
+    _make(uri, {}, dv=True, batches=4)
+    with caplog.at_level("INFO", logger="deltaextras.delete"):
+        report = delete(uri, "value < 0")
+    progress = [r.getMessage() for r in caplog.records if "match so far" in r.getMessage()]
+    assert report.files_scanned == 8 and len(progress) == 7  # none after the last file
+    assert progress[0].endswith("scanned 1 of 8 files, " + progress[0].split(", ")[1])
+    assert "scanned 7 of 8 files" in progress[-1]
+    counts = [int(m.split(", ")[1].split()[0]) for m in progress]
+    assert counts == sorted(counts) and 0 < counts[-1] <= report.rows_deleted
