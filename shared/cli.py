@@ -72,7 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="deltaextras", description="Row-group-per-value layout maintenance for Delta Lake tables."
     )
     parser.add_argument("--version", action="version", version=f"deltaextras {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress (rewrites: inside each partition; deletes: files scanned)")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="log progress (rewrites: inside each partition; deletes: files scanned)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("plan", help="show which partitions need a rewrite")

@@ -546,9 +546,7 @@ def test_vacuum_keeps_live_vectors_and_deletes_the_rest(backend: Backend) -> Non
     delete(uri, "node_id = 13 AND value < 0", storage_options=opts, inline_max_bytes=0)  # replaces that vector
     rorder(uri, storage_options=opts, max_workers=1)
     content = _ours(uri, opts)
-    live_vector = {
-        f.dv["pathOrInlineDv"] for f in load_snapshot(TableStorage(uri, opts)).files if f.dv is not None
-    }
+    live_vector = {f.dv["pathOrInlineDv"] for f in load_snapshot(TableStorage(uri, opts)).files if f.dv is not None}
     assert len(live_vector) == 1
 
     kept = vacuum(uri, storage_options=opts)  # default retention: a week, nothing is old enough
