@@ -1113,24 +1113,26 @@ def _statistic_bounds(st: Any, typ: pa.DataType) -> tuple[Any, Any]:
         info = json.loads(st.logical_type.to_json())
     except (ValueError, AttributeError):
         return None, None
-    if info.get("Type") != "Timestamp" or info.get("timeUnit") not in _MICROS_PER_TICK:
+    unit = info.get("timeUnit")
+    if info.get("Type") != "Timestamp" or unit not in ("milliseconds", "microseconds", "nanoseconds"):
         return None, None
-    scale = _MICROS_PER_TICK[info["timeUnit"]]
     tz = dt.timezone.utc if info.get("isAdjustedToUTC") else None
 
     def moment(raw: Any, upper: bool) -> dt.datetime | None:
         if not isinstance(raw, int):
             return None
-        micros = raw * scale if scale >= 1 else (-(-raw // 1000) if upper else raw // 1000)
+        if unit == "milliseconds":
+            micros = raw * 1000
+        elif unit == "microseconds":
+            micros = raw
+        else:  # nanoseconds, rounded outwards so the bound still holds
+            micros = -(-raw // 1000) if upper else raw // 1000
         try:
-            return (dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=int(micros))).replace(tzinfo=tz)
+            return (dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=micros)).replace(tzinfo=tz)
         except OverflowError:
             return None
 
     return moment(st.min_raw, False), moment(st.max_raw, True)
-
-
-_MICROS_PER_TICK = {"milliseconds": 1000, "microseconds": 1, "nanoseconds": 0}
 
 
 def parquet_bound(value: Any, typ: pa.DataType, *, upper: bool) -> Any:

@@ -170,3 +170,29 @@ def test_delete_never_imports_pandas(tmp_path: Any) -> None:
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("unit", ["ms", "us", "ns"])
+@pytest.mark.parametrize("tz", [None, "UTC"])
+def test_timestamp_statistics_bound_the_values(tmp_path: Any, unit: str, tz: str | None) -> None:
+    """Row-group timestamp statistics decode to bounds that hold: exact for ms and us (equal to
+    pyarrow's own decoding), rounded outwards to microseconds for ns."""
+    import pyarrow.parquet as pq
+
+    from deltaextras.delete import _statistic_bounds
+
+    per_second = {"ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}[unit]
+    raw = [-5 * per_second - 1, 1_700_000_000 * per_second + 123, 1_700_000_100 * per_second + per_second - 1]
+    path = str(tmp_path / "t.parquet")
+    pq.write_table(pa.table({"t": pa.array(raw, pa.int64()).cast(pa.timestamp(unit, tz=tz))}), path)
+    st = pq.ParquetFile(path).metadata.row_group(0).column(0).statistics
+    low, high = _statistic_bounds(st, pa.timestamp("us", tz=tz))
+    epoch = dt.datetime(1970, 1, 1, tzinfo=UTC if tz else None)
+    floor_us = raw[0] * 1_000_000 // per_second
+    ceil_us = -(-raw[-1] * 1_000_000 // per_second)
+    assert low == epoch + dt.timedelta(microseconds=floor_us)
+    assert high == epoch + dt.timedelta(microseconds=ceil_us)
+    if unit != "ns":
+        assert (low, high) == (st.min, st.max)
+    else:
+        assert floor_us * 1000 <= raw[0] and ceil_us * 1000 >= raw[-1]
