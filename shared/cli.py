@@ -257,13 +257,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return code
     except DeltaExtrasError as exc:
         print(f"deltaextras: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_FAILED if not isinstance(exc, InvalidArgumentError) else EXIT_USAGE
     except KeyboardInterrupt:
         print("deltaextras: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (``| head``): stop quietly, like other tools
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

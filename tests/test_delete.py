@@ -580,6 +580,25 @@ def test_vacuum_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["vacuum", str(tmp_path / "missing")]) != 0
 
 
+def test_cli_output_into_a_closed_pipe(tmp_path: Path) -> None:
+    """``deltaextras ... | head`` where head has gone: exit 141, no traceback, nothing else on stderr."""
+    import subprocess
+    import sys
+
+    uri = str(tmp_path / "t")
+    _make(uri, {}, dv=False)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "deltaextras", "vacuum", uri, "--retention-hours", "0", "--dry-run"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # before the child has imported anything, so its first write fails
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert err == ""
+
+
 @pytest.mark.xfail(strict=True, reason="deltalake 1.6.6 full vacuum deletes vector files that live files use")
 def test_deltalake_full_vacuum_keeps_live_vectors(fixture_table: Any) -> None:
     path = fixture_table("table-with-dv-small")
