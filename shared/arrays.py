@@ -96,9 +96,10 @@ def scalar(value: Any, type: pa.DataType) -> pa.Scalar:
         else:
             raise TypeError(f"{value!r} is not text")
         large = pa.types.is_large_string(type) or pa.types.is_large_binary(type)
-        base = (pa.large_string() if large else pa.string()) if _is_text(type) else pa.binary()
-        if large and not _is_text(type):
-            base = pa.large_binary()
+        if _is_text(type):
+            base = pa.large_string() if large else pa.string()
+        else:
+            base = pa.large_binary() if large else pa.binary()
         offsets = np.array([0, len(data)], dtype=np.int64 if large else np.int32)
         array = pa.Array.from_buffers(base, 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
         if _is_text(type):

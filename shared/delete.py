@@ -85,14 +85,13 @@ from .errors import (
     CommitRetriesExhaustedError,
     CorruptDataError,
     InvalidArgumentError,
-    StorageError,
     UnsupportedFeatureError,
 )
 from .log import commit_key, latest_version, read_commit, replay
 from .predicate import Expr, FieldStats, bind, evaluate, might_be_true, parse
 from .protocol import check_protocol, has_feature
 from .schema import TableSchema, conform
-from .snapshot import LiveFile, TableSnapshot
+from .snapshot import LiveFile, TableSnapshot, open_data_file
 from .stats import DEFAULT_INDEXED_COLUMNS, StatsCollector
 from .storage import TableStorage
 
@@ -480,18 +479,7 @@ class _DeleteOperation:
         return lookup
 
     def _open(self, f: LiveFile) -> pq.ParquetFile:
-        try:
-            return pq.ParquetFile(
-                self.storage.open_input(f.key, f.size), coerce_int96_timestamp_unit="us", pre_buffer=True
-            )
-        except FileNotFoundError:
-            raise CorruptDataError(
-                f"data file {f.path} is in the log but missing from storage; run FSCK/repair first"
-            ) from None
-        except (pa.ArrowInvalid, OSError) as exc:
-            if isinstance(exc, StorageError):
-                raise
-            raise CorruptDataError(f"data file {f.path} is not readable Parquet: {str(exc)[:200]}") from None
+        return open_data_file(self.storage, f, pre_buffer=True)
 
     def _scan_file(self, f: LiveFile, existing: BitMap) -> tuple[_Target | None, int, int]:
         """Scan one file: (target or None, row groups read, row groups skipped)."""

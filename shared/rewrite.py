@@ -45,11 +45,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .arrays import bool_array, int64_array
-from .errors import CorruptDataError, DuplicateKeyError, InvalidArgumentError, StorageError
+from .errors import CorruptDataError, DuplicateKeyError, InvalidArgumentError
 from .layout import LAYOUT_TAG, RUN_TAG, layout_signature, writer_properties
 from .options import RorderOptions
 from .schema import conform
-from .snapshot import LiveFile, TableSnapshot
+from .snapshot import LiveFile, TableSnapshot, open_data_file
 from .stats import DEFAULT_INDEXED_COLUMNS, StatsCollector
 
 log = logging.getLogger("deltaextras.rewrite")
@@ -219,21 +219,8 @@ class PartitionRewriter:
     def _open_inputs(self) -> None:
         masks = self.snapshot.selection_vectors(self.files) if any(f.dv for f in self.files) else {}
         for fi, f in enumerate(self.files):
-            try:
-                pf = pq.ParquetFile(
-                    self.storage.open_input(f.key, f.size),
-                    pre_buffer=self.storage.local_root is None,
-                    coerce_int96_timestamp_unit="us",
-                )
-                md = pf.metadata
-            except FileNotFoundError:
-                raise CorruptDataError(
-                    f"data file {f.path} is in the log but missing from storage; run FSCK/repair first"
-                ) from None
-            except (pa.ArrowInvalid, OSError) as exc:
-                if isinstance(exc, StorageError):
-                    raise
-                raise CorruptDataError(f"data file {f.path} is not readable Parquet: {str(exc)[:200]}") from None
+            pf = open_data_file(self.storage, f, pre_buffer=self.storage.local_root is None)
+            md = pf.metadata
             mask = masks.get(f.path)
             deleted = 0
             if mask is not None:

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from .arrays import bool_numpy
 from .errors import CorruptDataError, StorageError, TableNotFoundError, UnsupportedFeatureError
@@ -80,6 +81,33 @@ class LiveFile:
     @property
     def tags(self) -> dict[str, str]:
         return dict(self.add.get("tags") or {})
+
+
+def open_data_file(storage: TableStorage, f: LiveFile, *, pre_buffer: bool) -> pq.ParquetFile:
+    """A live data file opened for reading (INT96 timestamps as microseconds); a missing or unreadable
+    file is a :class:`CorruptDataError` that says which file and what to do.
+
+    Example:
+        >>> import tempfile, pyarrow as pa
+        >>> from deltalake import write_deltalake
+        >>> path = tempfile.mkdtemp()
+        >>> write_deltalake(path, pa.table({"k": [1, 2]}))
+        >>> snap = TableSnapshot.load(path)
+        >>> open_data_file(snap.storage, snap.files[0], pre_buffer=False).metadata.num_rows
+        2
+    """
+    try:
+        return pq.ParquetFile(
+            storage.open_input(f.key, f.size), pre_buffer=pre_buffer, coerce_int96_timestamp_unit="us"
+        )
+    except FileNotFoundError:
+        raise CorruptDataError(
+            f"data file {f.path} is in the log but missing from storage; run FSCK/repair first"
+        ) from None
+    except (pa.ArrowInvalid, OSError) as exc:
+        if isinstance(exc, StorageError):
+            raise
+        raise CorruptDataError(f"data file {f.path} is not readable Parquet: {str(exc)[:200]}") from None
 
 
 class TableSnapshot:

@@ -37,6 +37,22 @@ def rows_checksum(table: pa.Table) -> tuple[int, str]:
     return len(lines), hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
+def normalized(table: pa.Table, columns: list[str]) -> pa.Table:
+    """``columns`` of ``table`` with one set of types, whichever reader produced it: timestamps as UTC
+    microseconds (int64), integers as int64, large and view strings as strings."""
+    cols = []
+    for name in columns:
+        col = table.column(name)
+        if pa.types.is_timestamp(col.type):
+            col = col.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+        elif pa.types.is_large_string(col.type) or pa.types.is_string_view(col.type):
+            col = col.cast(pa.string())
+        elif pa.types.is_integer(col.type):
+            col = col.cast(pa.int64())
+        cols.append(col)
+    return pa.table(dict(zip(columns, cols, strict=True)))
+
+
 def checksum(uri: str, storage_options: dict[str, str] | None = None) -> tuple[int, str]:
     """Checksum of the live content as deltalake reads it."""
     return rows_checksum(scan(uri, storage_options))

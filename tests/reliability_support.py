@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
-from oracle import rows_checksum
+from oracle import normalized, rows_checksum
 
 from deltaextras.log import LOG_DIR, parse_actions
 from deltaextras.storage import TableStorage
@@ -118,15 +118,7 @@ def new_table(
 
 def normal(table: pa.Table) -> pa.Table:
     """The suite's columns with one set of types, whichever reader produced the table."""
-    cols = []
-    for name in COLUMNS:
-        col = table.column(name)
-        if pa.types.is_timestamp(col.type):
-            col = col.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
-        elif pa.types.is_integer(col.type):
-            col = col.cast(pa.int64())
-        cols.append(col)
-    return pa.table(dict(zip(COLUMNS, cols, strict=True)))
+    return normalized(table, COLUMNS)
 
 
 def expected(table: pa.Table) -> tuple[int, str]:

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from deltalake.writer import WriterProperties
-from oracle import rows_checksum, scan
+from oracle import normalized, rows_checksum, scan
 from services import Backend, fixtures_dir
 
 from deltaextras import cli
@@ -60,23 +60,8 @@ def _make(uri: str, options: dict[str, str], *, dv: bool, batches: int = 3, **kw
     return pa.concat_tables(tables)
 
 
-def _normal(table: pa.Table) -> pa.Table:
-    """Same content, same types, whichever reader produced it."""
-    cols = []
-    for name in COLUMNS:
-        col = table.column(name)
-        if pa.types.is_timestamp(col.type):
-            col = col.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
-        elif pa.types.is_large_string(col.type) or pa.types.is_string_view(col.type):
-            col = col.cast(pa.string())
-        elif pa.types.is_integer(col.type):
-            col = col.cast(pa.int64())
-        cols.append(col)
-    return pa.table(dict(zip(COLUMNS, cols, strict=True)))
-
-
 def _sum(table: pa.Table) -> tuple[int, str]:
-    return rows_checksum(_normal(table))
+    return rows_checksum(normalized(table, COLUMNS))
 
 
 def _ours(uri: str, options: dict[str, str]) -> tuple[int, str]:
