@@ -99,10 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args(argv)
 
-    from deltaextras.config import AppConfig
-    from deltaextras.dispatch import DEFAULT_BATCH_SIZE, DEFAULT_CONCURRENCY, dispatch
-    from deltaextras.edges.azure_queue import QueueSender, ensure_queue, queue_client
-    from deltaextras.plan import plan_table
+    from deltaextras.app.config import AppConfig
+    from deltaextras.app.dispatch import DEFAULT_BATCH_SIZE, DEFAULT_CONCURRENCY, dispatch
+    from deltaextras.app.edges.azure_queue import QueueSender, ensure_queue, queue_client
+    from deltaextras.ops.plan import plan_table
 
     root = ensure_table(args.partitions, args.files)
 

@@ -212,7 +212,7 @@ def run_one(contender: str, source: Path, expected: _measure.Digest, ctx: Contex
 
 
 def _measure_output(record: RunRecord, contender: str, table: Path, out_file: Path, expected: _measure.Digest) -> None:
-    from deltaextras.inspect import (
+    from deltaextras.ops.inspect import (
         parquet_read_amplification,
         parquet_row_group_table,
         read_amplification,

@@ -6,7 +6,7 @@
   message's partition; returns ``{"batchItemFailures": [...]}`` for transient failures and sends
   permanent ones to DELTAEXTRAS_DLQ_URL with the reason.
 
-The logic is in deltaextras.dispatch, deltaextras.work and deltaextras.edges.sqs.
+The logic is in deltaextras.dispatch, deltaextras.work and deltaextras.app.edges.sqs.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from deltaextras.edges import sqs
+from deltaextras.app.edges import sqs
 
 logging.getLogger("deltaextras").setLevel(logging.INFO)
 

@@ -3,7 +3,7 @@ work message per partition that needs a rewrite. The logic is in deltaextras.dis
 
 import azure.functions as func
 
-from deltaextras.edges.functions import run_orchestrator
+from deltaextras.app.edges.functions import run_orchestrator
 
 
 def main(timer: func.TimerRequest) -> None:

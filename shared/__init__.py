@@ -8,9 +8,7 @@ Example:
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
-from .delete import DeleteReport, delete
+from .app.spark import rorder_spark
 from .errors import (
     AccessDeniedError,
     CommitConflictError,
@@ -27,13 +25,16 @@ from .errors import (
     UnsupportedFeatureError,
     is_retryable,
 )
-from .message import RorderMessage
-from .options import RorderOptions
-from .plan import TablePlan, plan_table
-from .report import PartitionReport, RorderReport
-from .rorder import plan_messages, rorder, rorder_setup_multi, rorder_single
-from .upgrade import enable_deletion_vectors
-from .vacuum import VacuumReport, vacuum, vacuum_deletion_vectors
+from .ops.delete import DeleteReport, delete
+from .ops.message import RorderMessage
+from .ops.options import RorderOptions
+from .ops.plan import TablePlan, plan_table
+from .ops.ranges import RangeAppender, RangeSpec, add_range, append_ranged, create_range_table, read_range_spec
+from .ops.report import PartitionReport, RorderReport
+from .ops.rorder import plan_messages, rorder, rorder_setup_multi, rorder_single
+from .ops.upgrade import enable_deletion_vectors
+from .ops.vacuum import VacuumReport, vacuum, vacuum_deletion_vectors
+from .version import __version__
 
 __all__ = [
     "AccessDeniedError",
@@ -48,6 +49,8 @@ __all__ = [
     "PartitionNotFoundError",
     "PartitionReport",
     "PartitionsFailedError",
+    "RangeAppender",
+    "RangeSpec",
     "RorderMessage",
     "RorderOptions",
     "RorderReport",
@@ -57,14 +60,19 @@ __all__ = [
     "UnsupportedFeatureError",
     "VacuumReport",
     "__version__",
+    "add_range",
+    "append_ranged",
+    "create_range_table",
     "delete",
     "enable_deletion_vectors",
     "is_retryable",
     "plan_messages",
     "plan_table",
+    "read_range_spec",
     "rorder",
     "rorder_setup_multi",
     "rorder_single",
+    "rorder_spark",
     "vacuum",
     "vacuum_deletion_vectors",
 ]

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
 
-from deltaextras.storage import TableStorage
+from deltaextras.core.storage import TableStorage
 
 
 def _canon(value: Any) -> Any:

@@ -18,7 +18,7 @@
   when the worker returned (the queue edge would acknowledge the message then).
 
 Stops are hard: ``os._exit(137)`` from the hook (no ``finally``, no ``atexit``, no cleanup), or SIGKILL
-from the parent for ``mid_log``. The worker is :func:`deltaextras.work.handle`, the body of both the
+from the parent for ``mid_log``. The worker is :func:`deltaextras.app.work.handle`, the body of both the
 Azure Functions queue trigger and the Lambda SQS handler.
 """
 
@@ -58,9 +58,9 @@ def main(spec_path: str) -> int:
     """Run the worker once with the spec's stop; returns the exit code if it was not stopped."""
     with open(spec_path, encoding="utf-8") as fh:
         spec = json.load(fh)
-    from deltaextras import work
-    from deltaextras.config import AppConfig
-    from deltaextras.storage import TableStorage
+    from deltaextras.app import work
+    from deltaextras.app.config import AppConfig
+    from deltaextras.core.storage import TableStorage
 
     events = Events(spec["events"])
     step = spec["step"]

@@ -22,8 +22,8 @@ import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 from oracle import normalized, rows_checksum
 
-from deltaextras.log import LOG_DIR, parse_actions
-from deltaextras.storage import TableStorage
+from deltaextras.core.log import LOG_DIR, parse_actions
+from deltaextras.core.storage import TableStorage
 
 FULL = os.environ.get("DELTAEXTRAS_RELIABILITY_FULL", "") not in ("", "0")
 FIGURES_ENV = "DELTAEXTRAS_RELIABILITY_FIGURES"
@@ -192,7 +192,7 @@ def txn_commits(
 
 def tombstoned(uri: str, storage_options: Mapping[str, str] | None = None) -> set[str]:
     """Storage keys of data files that a ``remove`` retired and no live ``add`` uses."""
-    from deltaextras.storage import log_path_to_key
+    from deltaextras.core.storage import log_path_to_key
 
     entries = log_entries(uri, storage_options)
     removed: set[str] = set()

@@ -99,8 +99,8 @@ def port_open(port: int, host: str = HOST) -> bool:
 
 def obstore_options(storage_options: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """Split deltalake-style ``storage_options`` into obstore's ``(config, client_options)``: the
-    library's own rule (:func:`deltaextras.storage.split_storage_options`), so the tests exercise it."""
-    from deltaextras.storage import split_storage_options
+    library's own rule (:func:`deltaextras.core.storage.split_storage_options`), so the tests exercise it."""
+    from deltaextras.core.storage import split_storage_options
 
     return split_storage_options(storage_options)
 

@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from deltaextras.arrays import bool_numpy, constant_array, infer_scalar, py_value, scalar, true_mask
+from deltaextras.core.arrays import bool_numpy, constant_array, infer_scalar, py_value, scalar, true_mask
 
 UTC = dt.timezone.utc
 CASES: list[tuple[Any, pa.DataType]] = [
@@ -130,8 +130,8 @@ def test_delete_never_imports_pandas(tmp_path: Any) -> None:
         import numpy as np
         import pyarrow as pa
         from deltalake import write_deltalake
-        from deltaextras.arrays import int64_array
-        from deltaextras.delete import delete
+        from deltaextras.core.arrays import int64_array
+        from deltaextras.ops.delete import delete
 
         n = 3000
         ids = np.arange(n)
@@ -179,7 +179,7 @@ def test_timestamp_statistics_bound_the_values(tmp_path: Any, unit: str, tz: str
     pyarrow's own decoding), rounded outwards to microseconds for ns."""
     import pyarrow.parquet as pq
 
-    from deltaextras.delete import _statistic_bounds
+    from deltaextras.ops.delete import _statistic_bounds
 
     per_second = {"ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}[unit]
     raw = [-5 * per_second - 1, 1_700_000_000 * per_second + 123, 1_700_000_100 * per_second + per_second - 1]

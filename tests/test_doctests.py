@@ -11,7 +11,9 @@ import pytest
 import deltaextras
 
 MODULES = sorted(
-    m.name for m in pkgutil.iter_modules(deltaextras.__path__, "deltaextras.") if not m.name.endswith("__main__")
+    m.name
+    for m in pkgutil.walk_packages(deltaextras.__path__, "deltaextras.")
+    if not m.name.endswith("__main__") and not m.ispkg
 )
 
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from pyroaring import BitMap, BitMap64
 from services import fixtures_dir
 
-from deltaextras.dv import (
+from deltaextras.core.dv import (
     VectorFileWriter,
     bitmap_from_positions,
     build_descriptors,
@@ -34,8 +34,8 @@ from deltaextras.dv import (
     z85_decode,
     z85_encode,
 )
+from deltaextras.core.storage import TableStorage
 from deltaextras.errors import CorruptDataError, UnsupportedFeatureError
-from deltaextras.storage import TableStorage
 
 GOLDEN_TABLE = "table-with-dv-small"
 GOLDEN_UUID = uuid.UUID("61d16c75-6994-46b7-a15b-8b538852e50e")

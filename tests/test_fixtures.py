@@ -13,8 +13,8 @@ from deltalake import DeltaTable
 from oracle import assert_layout, checksum, live_adds, rows_checksum, scan
 
 from deltaextras import UnsupportedFeatureError, rorder
-from deltaextras.log import list_log
-from deltaextras.storage import TableStorage
+from deltaextras.core.log import list_log
+from deltaextras.core.storage import TableStorage
 
 # table -> row-group column
 REWRITTEN = {

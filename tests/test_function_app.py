@@ -37,10 +37,10 @@ from test_function_app_support import (
     write_sensor_table,
 )
 
-from deltaextras import settings, work
-from deltaextras.edges.azure_queue import QueueSender, ensure_queue, queue_client
-from deltaextras.edges.local_host import LocalHost, QueueOptions
-from deltaextras.enqueue import enqueue
+from deltaextras.app import settings, work
+from deltaextras.app.edges.azure_queue import QueueSender, ensure_queue, queue_client
+from deltaextras.app.edges.local_host import LocalHost, QueueOptions
+from deltaextras.app.enqueue import enqueue
 from deltaextras.errors import StorageError
 
 FUNCTIONS = ("orchestrator", "worker")
@@ -108,8 +108,11 @@ def test_bindings_and_code_read_only_registered_app_settings() -> None:
     assert used == {"DELTAEXTRAS_QUEUE", "DELTAEXTRAS_POISON_QUEUE", "DELTAEXTRAS_SCHEDULE", "DELTAEXTRAS_STORAGE"}
     assert used <= names
     # Every DELTAEXTRAS_* name the app's code mentions is a registered setting (or a connection key of one).
-    sources = [REPO_ROOT / "shared" / f for f in ("config.py", "dispatch.py", "work.py", "enqueue.py")]
-    sources += [*sorted((REPO_ROOT / "shared" / "edges").glob("*.py")), REPO_ROOT / "lambda" / "lambda_handlers.py"]
+    sources = [REPO_ROOT / "shared" / "app" / f for f in ("config.py", "dispatch.py", "work.py", "enqueue.py")]
+    sources += [
+        *sorted((REPO_ROOT / "shared" / "app" / "edges").glob("*.py")),
+        REPO_ROOT / "lambda" / "lambda_handlers.py",
+    ]
     for path in sources:
         for found in re.findall(r"DELTAEXTRAS_[A-Z_]*[A-Z]", path.read_text()):
             assert found.split("__")[0] in names, f"{path.name} reads {found}, not in deltaextras.settings"
@@ -132,7 +135,7 @@ def test_only_deltaextras_is_imported_and_the_core_imports_no_cloud_sdk() -> Non
     code = textwrap.dedent(
         """
         import sys
-        import deltaextras.config, deltaextras.dispatch, deltaextras.work, deltaextras.enqueue
+        import deltaextras.app.config, deltaextras.app.dispatch, deltaextras.app.work, deltaextras.app.enqueue
         leaked = sorted(m for m in sys.modules if m.split(".")[0] in ("azure", "boto3", "botocore"))
         print(",".join(leaked))
         """
@@ -172,7 +175,7 @@ def test_the_installed_package_declares_what_it_imports() -> None:
                 f"shared/{path.name} imports {name} at import time; add it to [project] dependencies"
             )
     edge_deps = core | dists(extras["azure"]) | dists(extras["aws"])
-    for path in sorted((REPO_ROOT / "shared" / "edges").glob("*.py")):
+    for path in sorted((REPO_ROOT / "shared" / "app" / "edges").glob("*.py")):
         for name in _top_level_imports(path):
             provided = {d.lower().replace("_", "-") for d in module_dists.get(name, [name])}
             assert provided & edge_deps, f"shared/edges/{path.name} imports {name}, not declared"
@@ -199,7 +202,7 @@ def test_requirements_txt_installs_the_app_as_remote_build_does(tmp_path: Path) 
     pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "-r", "requirements.txt", f"--target={site}"]
     done = subprocess.run(pip, cwd=app, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert (site / "deltaextras" / "edges" / "functions.py").is_file()
+    assert (site / "deltaextras" / "app" / "edges" / "functions.py").is_file()
     assert "azure" in (site / "deltaextras-0.1.0.dist-info" / "METADATA").read_text()
     check = textwrap.dedent(
         f"""
@@ -221,19 +224,21 @@ def test_requirements_txt_installs_the_app_as_remote_build_does(tmp_path: Path) 
 
 def test_edge_examples_run() -> None:
     for name in ("azure_queue", "functions", "local_host", "sqs"):
-        module = importlib.import_module(f"deltaextras.edges.{name}")
+        module = importlib.import_module(f"deltaextras.app.edges.{name}")
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
         assert result.failed == 0, name
 
 
 def test_docs_settings_table_and_rerun_recipe_are_current() -> None:
-    from deltaextras.config import settings_markdown
-    from deltaextras.message import RorderMessage
+    from deltaextras.app.config import settings_markdown
+    from deltaextras.ops.message import RorderMessage
 
     for name in ("docs/function-app.md", "README.md"):
         doc = (REPO_ROOT / name).read_text()
         block = doc.split("<!-- settings:begin", 1)[1].split("-->", 1)[1].split("<!-- settings:end -->", 1)[0]
-        assert block.strip() == settings_markdown(), f"{name}: regenerate with deltaextras.config.settings_markdown()"
+        assert block.strip() == settings_markdown(), (
+            f"{name}: regenerate with deltaextras.app.config.settings_markdown()"
+        )
         ready = re.search(r"--content (eyJ[A-Za-z0-9+/=]+)", doc)
         assert ready is not None, name
         message = json.loads(base64.b64decode(ready.group(1)))
@@ -345,8 +350,8 @@ def test_malformed_messages_land_on_the_poison_queue_with_their_reason(app: App)
 KILL_AFTER_COMMIT = textwrap.dedent(
     """
     import os, sys
-    from deltaextras import work
-    from deltaextras.edges.local_host import LocalHost
+    from deltaextras.app import work
+    from deltaextras.app.edges.local_host import LocalHost
 
     original = work.rorder_single
 
@@ -371,7 +376,7 @@ def test_a_worker_killed_after_its_commit_leaves_a_redelivery_that_is_a_no_op(
     assert died.returncode == 137, died.stderr[-2000:]
     assert table_version(app.uri, app.options) == 3  # the commit landed; the message was not deleted
 
-    caplog.set_level(logging.INFO, "deltaextras.work")
+    caplog.set_level(logging.INFO, "deltaextras.app.work")
     summary = app.host(lease_seconds=60).drain(idle_timeout=30)
     assert [(d.dequeue_count, d.result) for d in summary.deliveries] == [(2, "succeeded")]
     line = json.loads(next(r.getMessage() for r in caplog.records if '"rorder_work"' in r.getMessage()))
@@ -436,7 +441,7 @@ def test_a_5000_file_partition_goes_through_a_64k_queue_message(
 
 
 def test_command_line_enqueue_and_local_run(app: App, capsys: pytest.CaptureFixture[str]) -> None:
-    from deltaextras.cli import main
+    from deltaextras.app.cli import main
 
     write_sensor_table(app.uri, app.options, partitions=2, appends=2)
     assert main(["enqueue", app.uri, "--partition", "1", "--print"]) == 0

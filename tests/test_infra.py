@@ -3,7 +3,7 @@
 No Terraform or Bicep binary runs here: the Terraform is parsed with python-hcl2, and the few Bicep
 constructs the templates use for app settings (a literal list of name/value pairs, module parameters,
 `empty(x) ? a : b`, string interpolation, `readEnvironmentVariable` in main.bicepparam) are read by
-a small evaluator below. The list of settings is read from ``deltaextras.settings.SETTINGS`` at test
+a small evaluator below. The list of settings is read from ``deltaextras.app.settings.SETTINGS`` at test
 time, so a setting added to the code fails these tests until the templates provision it.
 
 What "provisioned" means for a setting of the template's platform:
@@ -31,7 +31,7 @@ from typing import Any
 import hcl2
 import pytest
 
-from deltaextras import settings as settings_module
+from deltaextras.app import settings as settings_module
 
 # checkov depends on its fork bc-python-hcl2, which installs a module of the same name ("hcl2")
 # that wraps every value in a list: installed next to python-hcl2 it silently replaces it.
@@ -49,7 +49,7 @@ DERIVED = {
     # The Functions host moves poisoned messages to "<queue>-poison": not independently settable.
     "DELTAEXTRAS_POISON_QUEUE",
 }
-# Settings the Functions host itself needs (not in deltaextras.settings).
+# Settings the Functions host itself needs (not in deltaextras.app.settings).
 AZURE_HOST_SETTINGS = (
     "AzureWebJobsStorage__accountName",
     "AzureWebJobsStorage__credential",

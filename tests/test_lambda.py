@@ -16,7 +16,7 @@ import pytest
 from services import MotoServer
 from test_function_app_support import REPO_ROOT, assert_in_layout, content_checksum, write_sensor_table
 
-from deltaextras import work
+from deltaextras.app import work
 from deltaextras.errors import StorageError
 
 LAMBDA = REPO_ROOT / "lambda"
@@ -70,7 +70,7 @@ def test_dockerfile_builds_the_lambda_image_with_both_handlers() -> None:
 def test_permanent_failure_without_a_dlq_is_left_to_the_redrive_policy(tmp_path: Path) -> None:
     env = {"DELTAEXTRAS_TABLES": json.dumps([str(tmp_path / "t")])}
     event = {"Records": [{"messageId": "m-1", "body": "{not json", "attributes": {"ApproximateReceiveCount": "1"}}]}
-    from deltaextras.edges.sqs import work as sqs_work
+    from deltaextras.app.edges.sqs import work as sqs_work
 
     assert sqs_work(event, env) == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deltaextras.errors import InvalidArgumentError
-from deltaextras.predicate import FieldStats, InvalidPredicateError, bind, evaluate, matches, might_be_true, parse
+from deltaextras.expr.predicate import FieldStats, InvalidPredicateError, bind, evaluate, matches, might_be_true, parse
 
 TYPES = {
     "a": pa.int64(),

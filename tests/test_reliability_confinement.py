@@ -32,12 +32,12 @@ from hypothesis import strategies as st
 from reliability_support import log_entries, new_table, record, scale
 from services import AZURITE_ACCOUNT, AZURITE_KEY, Azurite, MotoServer
 
-from deltaextras import work
-from deltaextras.config import AppConfig, table_key
+from deltaextras.app import work
+from deltaextras.app.config import AppConfig, table_key
 from deltaextras.errors import MAX_MESSAGE, InvalidArgumentError, MessageError
-from deltaextras.message import RorderMessage
-from deltaextras.report import PartitionReport
-from deltaextras.rorder import rorder_single
+from deltaextras.ops.message import RorderMessage
+from deltaextras.ops.report import PartitionReport
+from deltaextras.ops.rorder import rorder_single
 
 AZURE_URI = "abfss://lake@acct.dfs.core.windows.net/sensors"
 S3_URI = "s3://bucket/sensors"
@@ -276,8 +276,8 @@ def test_no_secret_in_logs_queues_or_commit_info_on_azure(
 ) -> None:
     from services import REPO_ROOT
 
-    from deltaextras.edges.azure_queue import ensure_queue, queue_client
-    from deltaextras.edges.local_host import LocalHost
+    from deltaextras.app.edges.azure_queue import ensure_queue, queue_client
+    from deltaextras.app.edges.local_host import LocalHost
 
     container = azurite.create_container("reliability-secrets")
     sas = _sas_token(azurite, container)
@@ -361,7 +361,7 @@ def test_no_secret_in_logs_messages_or_commit_info_on_aws(
     caplog: pytest.LogCaptureFixture,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from deltaextras.edges import sqs
+    from deltaextras.app.edges import sqs
 
     bucket = moto.create_bucket("reliability-secrets")
     secret_key = "fakeSecretAccessKey/" + uuid.uuid4().hex

@@ -2,7 +2,7 @@
 every step of a rewrite, on local disk, Azurite and moto S3.
 
 After each stop: the log holds only whole entries, the table reads the same through delta-rs and Sail,
-the files the dead worker left are exactly what :func:`deltaextras.vacuum.orphans` reports and what
+the files the dead worker left are exactly what :func:`deltaextras.ops.vacuum.orphans` reports and what
 deltalake's full vacuum removes, and delivering the message again converges to the target layout with
 one rewrite commit.
 
@@ -40,11 +40,11 @@ from reliability_support import (
 )
 from reliability_support import expected as expected_checksum
 
-from deltaextras import work
-from deltaextras.config import AppConfig
-from deltaextras.message import RorderMessage
-from deltaextras.rorder import plan_messages
-from deltaextras.vacuum import orphans
+from deltaextras.app import work
+from deltaextras.app.config import AppConfig
+from deltaextras.ops.message import RorderMessage
+from deltaextras.ops.rorder import plan_messages
+from deltaextras.ops.vacuum import orphans
 
 DRIVER = Path(__file__).resolve().parent / "reliability_driver.py"
 NODES = 6

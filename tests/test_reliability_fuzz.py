@@ -1,5 +1,5 @@
 """Fuzzed input: property-based messages (hypothesis) against ``rorder_single``, the worker
-(:func:`deltaextras.work.handle`), the Azure Functions queue handler and the Lambda SQS handler.
+(:func:`deltaextras.app.work.handle`), the Azure Functions queue handler and the Lambda SQS handler.
 
 Promises: no table is written (no file appears, changes or goes under the table root); every failure
 is a :class:`~deltaextras.errors.DeltaExtrasError` whose message is one line under 500 characters;
@@ -30,13 +30,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reliability_support import new_table, record, scale
 
-from deltaextras import errors, work
-from deltaextras.config import AppConfig
-from deltaextras.edges import sqs
-from deltaextras.edges.functions import run_worker
+from deltaextras import errors
+from deltaextras.app import work
+from deltaextras.app.config import AppConfig
+from deltaextras.app.edges import sqs
+from deltaextras.app.edges.functions import run_worker
 from deltaextras.errors import DeltaExtrasError
-from deltaextras.rorder import rorder, rorder_single
-from deltaextras.vacuum import orphans
+from deltaextras.ops.rorder import rorder, rorder_single
+from deltaextras.ops.vacuum import orphans
 
 MAX_REASON = 500
 KNOWN_KEYS = [
@@ -438,7 +439,7 @@ def test_fuzz_worker_bodies(target: Target, monkeypatch: pytest.MonkeyPatch, tmp
 
 def test_fuzz_azure_queue_handler(target: Target, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
-    from deltaextras.edges.local_host import OutValue
+    from deltaextras.app.edges.local_host import OutValue
 
     seen: Counter[str] = Counter()
 

@@ -2,8 +2,8 @@
 library's deletion-vector DELETE keeps deleting, with seeded random timing, on every backend.
 
 Each round plans the partition, then starts together (a barrier): 8 workers running the same message
-through :func:`deltaextras.work.handle`, one appender (``deltalake.write_deltalake``) and one deleter
-(:func:`deltaextras.delete.delete` in ``deletion_vectors`` mode, on ``seq`` ranges of rows that exist;
+through :func:`deltaextras.app.work.handle`, one appender (``deltalake.write_deltalake``) and one deleter
+(:func:`deltaextras.ops.delete.delete` in ``deletion_vectors`` mode, on ``seq`` ranges of rows that exist;
 in even rounds at once, in odd rounds when the first worker is about to commit). Random sleeps sit in
 the workers' hooks (after each output file, after the rewrite, before each commit attempt) and between
 the other writers' operations.
@@ -44,12 +44,12 @@ from reliability_support import (
     txn_commits,
 )
 
-from deltaextras import work
-from deltaextras.config import AppConfig
-from deltaextras.delete import delete
-from deltaextras.rorder import plan_messages, rorder
-from deltaextras.upgrade import enable_deletion_vectors
-from deltaextras.vacuum import orphans
+from deltaextras.app import work
+from deltaextras.app.config import AppConfig
+from deltaextras.ops.delete import delete
+from deltaextras.ops.rorder import plan_messages, rorder
+from deltaextras.ops.upgrade import enable_deletion_vectors
+from deltaextras.ops.vacuum import orphans
 
 WORKERS = 8
 NODES = 10
@@ -270,7 +270,7 @@ class _MissingQueue:
 def test_concurrent_sends_to_a_missing_queue_all_arrive() -> None:
     """The orchestrator sends batches from several threads. Before: the sender remembered "checked" for
     all threads, so the second thread to find the queue missing raised and the dispatch failed."""
-    from deltaextras.edges.azure_queue import QueueSender
+    from deltaextras.app.edges.azure_queue import QueueSender
 
     client = _MissingQueue()
     sender = QueueSender(client)

@@ -22,7 +22,8 @@ from deltaextras import (
     rorder_setup_multi,
     rorder_single,
 )
-from deltaextras.log import list_log
+from deltaextras.core.log import list_log
+from deltaextras.core.storage import TableStorage
 
 
 def _latest(uri: str, opts: dict[str, str]) -> int:
@@ -175,7 +176,7 @@ def test_setup_multi_and_messages_match_original_shape(tmp_path: Any) -> None:
 def test_errors_are_one_line_and_write_nothing(tmp_path: Any) -> None:
     uri = str(tmp_path / "t")
     write_sensor_table(uri, batches=2, nodes=5, rows=50)
-    versions = sorted(list_log(__import__("deltaextras").storage.TableStorage(uri)).commits)
+    versions = sorted(list_log(TableStorage(uri)).commits)
     cases = [
         ({"path": uri, "partition_value": 0, "colour": "red"}, MessageError, "colour"),
         ({"path": uri, "partition_value": 0, "version": "3"}, MessageError, "version"),
@@ -189,7 +190,7 @@ def test_errors_are_one_line_and_write_nothing(tmp_path: Any) -> None:
             rorder_single(message)
         text = str(info.value)
         assert "\n" not in text and needle in text
-    assert sorted(list_log(__import__("deltaextras").storage.TableStorage(uri)).commits) == versions
+    assert sorted(list_log(TableStorage(uri)).commits) == versions
 
 
 def test_partition_without_range_suffix_needs_by(tmp_path: Any) -> None:
@@ -264,7 +265,7 @@ def test_delete_of_an_input_between_plan_and_commit_aborts(backend: Any) -> None
     assert _latest(uri, opts) == version + 1  # only the delete committed
     assert 3 not in scan(uri, opts).column("node_id").to_pylist()
     # Our output files were removed again: every data file on storage is live or was live before.
-    from deltaextras.storage import TableStorage
+    from deltaextras.core.storage import TableStorage
 
     st = TableStorage(uri, opts)
     on_disk = {k for k, _ in st.list("") if k.endswith(".c000.zstd.parquet") and "-c000" not in k}

@@ -12,8 +12,8 @@ from deltalake import DeltaTable
 from oracle import assert_layout
 
 from deltaextras import plan_messages, rorder_single
-from deltaextras.ranges import RangeAppender, RangeSpec, create_range_table
-from deltaextras.spark import rorder_spark
+from deltaextras.app.spark import rorder_spark
+from deltaextras.ops.ranges import RangeAppender, RangeSpec, create_range_table
 
 SCHEMA = pa.schema([("node_id", pa.int64()), ("batch", pa.int64()), ("value", pa.float64())])
 NODES = 30

@@ -1,4 +1,4 @@
-"""The Spark runner (deltaextras.spark): partition jobs as mapInArrow tasks over Spark Connect (Sail)."""
+"""The Spark runner (deltaextras.app.spark): partition jobs as mapInArrow tasks over Spark Connect (Sail)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from deltalake import DeltaTable, write_deltalake
 from oracle import assert_layout, checksum
 
 from deltaextras import PartitionReport, PartitionsFailedError, plan_messages
-from deltaextras.inspect import delta_files, read_amplification
-from deltaextras.ranges import RangeAppender, RangeSpec, create_range_table
-from deltaextras.spark import REPORT_SCHEMA, report_struct_type, rorder_spark, run_message_batch, run_messages_spark
+from deltaextras.app.spark import REPORT_SCHEMA, report_struct_type, rorder_spark, run_message_batch, run_messages_spark
+from deltaextras.ops.inspect import delta_files, read_amplification
+from deltaextras.ops.ranges import RangeAppender, RangeSpec, create_range_table
 
 SCHEMA = pa.schema([("node_id", pa.int64()), ("batch", pa.int64()), ("value", pa.float64())])
 

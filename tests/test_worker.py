@@ -21,13 +21,13 @@ from test_function_app_support import (
     write_sensor_table,
 )
 
-from deltaextras import work
-from deltaextras.config import AppConfig, table_key
-from deltaextras.dispatch import dispatch
-from deltaextras.enqueue import build_messages, enqueue
+from deltaextras.app import work
+from deltaextras.app.config import AppConfig, table_key
+from deltaextras.app.dispatch import dispatch
+from deltaextras.app.enqueue import build_messages, enqueue
 from deltaextras.errors import AccessDeniedError, InvalidArgumentError, MessageError, StorageError
-from deltaextras.message import RorderMessage
-from deltaextras.plan import plan_table
+from deltaextras.ops.message import RorderMessage
+from deltaextras.ops.plan import plan_table
 
 
 def config_for(*tables: Any, **extra: str) -> AppConfig:
@@ -147,7 +147,7 @@ def test_hand_written_message_plans_from_the_current_snapshot_with_configured_op
     table: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     config = config_for({"uri": table, "sort_by": [["utc_time", "descending"]], "target_file_size": 64 << 20})
-    caplog.set_level(logging.INFO, "deltaextras.work")
+    caplog.set_level(logging.INFO, "deltaextras.app.work")
     body = base64.b64encode(json.dumps({"path": table + "/", "partition_value": 1}).encode()).decode()
     outcome = work.handle(body, config, message_id="m-1", dequeue_count=1)
     assert outcome.status == "committed", outcome.reason

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import azure.functions as func
 
-from deltaextras.edges.functions import run_worker
+from deltaextras.app.edges.functions import run_worker
 
 APP_ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,0 +1,277 @@
+"""The ``deltaextras`` command line: ``plan``, ``run``, ``inspect``, ``demo`` (and the commands of the
+function app and the deletion-vector DELETE, registered from their modules).
+
+Commands compute; the ``_render_*`` functions print (text or ``--json``).
+
+Example:
+    >>> parser = build_parser()
+    >>> parser.parse_args(["plan", "/data/t", "--json"]).json
+    True
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import DeltaExtrasError, InvalidArgumentError, PartitionsFailedError
+from ..ops.report import PartitionReport, RorderReport
+from ..version import __version__
+from . import settings
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def _storage_options(args: argparse.Namespace) -> dict[str, str] | None:
+    return settings.storage_options(getattr(args, "storage_option", None))
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("table", help="table URI: a local path, file://, abfss://, az:// or s3://")
+    p.add_argument("--storage-option", action="append", metavar="KEY=VALUE", help="deltalake storage option")
+
+
+def _options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--by", help="row-group column (default: the partition column minus _range)")
+    p.add_argument("--sort-by", action="append", metavar="COL[:desc]", help="order inside a value (repeatable)")
+    p.add_argument("--unique-by", action="append", metavar="COL", help="de-duplication key column (repeatable)")
+    p.add_argument("--partition", action="append", metavar="VALUE", help="only this partition value (repeatable)")
+    p.add_argument("--target-file-size", type=int, metavar="BYTES")
+    p.add_argument("--memory-budget", type=int, metavar="BYTES")
+    p.add_argument("--max-deleted-rows-ratio", type=float, metavar="RATIO")
+
+
+def _option_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    sort_by = None
+    if args.sort_by:
+        sort_by = []
+        for item in args.sort_by:
+            col, _, order = item.partition(":")
+            sort_by.append((col, "descending" if order.lower().startswith("desc") else "ascending"))
+    return {
+        "by": args.by,
+        "sort_by": sort_by,
+        "unique_by": args.unique_by,
+        "partitions": args.partition,
+        "target_file_size": args.target_file_size,
+        "memory_budget": args.memory_budget,
+        "max_deleted_rows_ratio": args.max_deleted_rows_ratio,
+    }
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="deltaextras", description="Row-group-per-value layout maintenance for Delta Lake tables."
+    )
+    parser.add_argument("--version", action="version", version=f"deltaextras {__version__}")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="log progress (rewrites: inside each partition; deletes: files scanned)",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("plan", help="show which partitions need a rewrite")
+    _common(p)
+    _options(p)
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.add_argument("--messages", action="store_true", help="print the work messages (JSON lines)")
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("run", help="rewrite every partition that needs it")
+    _common(p)
+    _options(p)
+    p.add_argument("--workers", type=int, help="processes (default: CPU count)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("inspect", help="row groups of the live files and point-query read amplification")
+    _common(p)
+    p.add_argument("--column", help="row-group column (default: the partition column minus _range)")
+    p.add_argument("--partition", metavar="VALUE", help="only this partition value")
+    p.add_argument("--limit", type=int, default=40, help="row groups to list (0: all)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("demo", help="build the sensor example on local disk, rewrite it, show before/after")
+    p.add_argument("--path", help="where to build the table (default: a new temporary directory)")
+    p.add_argument("--nodes", type=int, default=150)
+    p.add_argument("--batches", type=int, default=48, help="five-minute appends")
+    p.add_argument("--ranges", type=int, default=3, help="node_id_range partitions")
+    p.set_defaults(func=cmd_demo)
+
+    for module in ("enqueue", "edges.local_host", "delete_command", "vacuum_command"):
+        _register(sub, module)
+    return parser
+
+
+def _register(sub: Any, module: str) -> None:
+    """Commands that live beside their feature's module (``add_parser(subparsers)``)."""
+    import importlib
+
+    try:
+        mod = importlib.import_module(f"{__package__}.{module}")
+    except ImportError:
+        return
+    add = getattr(mod, "add_parser", None)
+    if add is not None:
+        add(sub)
+
+
+# ---------------------------------------------------------------------- commands
+def cmd_plan(args: argparse.Namespace) -> int:
+    from ..ops.plan import plan_table
+
+    kwargs = _option_kwargs(args)
+    plan = plan_table(args.table, storage_options=_storage_options(args), **kwargs)
+    if args.messages:
+        for m in plan.messages():
+            print(m.to_json())
+    elif args.json:
+        print(json.dumps(plan.to_dict(), indent=2))
+    else:
+        _render_plan(plan)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ..ops.rorder import rorder
+
+    kwargs = _option_kwargs(args)
+    started = time.monotonic()
+    done: list[PartitionReport] = []
+
+    def progress(report: PartitionReport) -> None:
+        done.append(report)
+        if not args.json:
+            print(f"[{len(done):>4}] {report.line()}", flush=True)
+
+    try:
+        report = rorder(
+            args.table,
+            storage_options=_storage_options(args),
+            max_workers=args.workers,
+            progress=progress,
+            **kwargs,
+        )
+    except PartitionsFailedError as exc:
+        report = exc.report if isinstance(exc.report, RorderReport) else RorderReport(done)
+    _render_report(report, args.json, time.monotonic() - started)
+    return EXIT_FAILED if report.failed else 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from ..core.snapshot import TableSnapshot
+    from ..ops.inspect import read_amplification, row_group_table
+    from ..ops.plan import resolve_unit
+
+    opts = _storage_options(args)
+    snap = TableSnapshot.load(args.table, opts)
+    unit, column = resolve_unit(snap, args.column)
+    partition = {unit: args.partition} if (unit and args.partition is not None) else None
+    physical = snap.schema.physical(column)
+    table = row_group_table(args.table, physical, partition=partition, storage_options=opts)
+    amp = read_amplification(args.table, physical, partition=partition, storage_options=opts)
+    if args.json:
+        print(json.dumps({"read_amplification": amp, "row_groups": table.to_pylist()}, default=str, indent=2))
+        return 0
+    rows = table.to_pylist()
+    shown = rows if args.limit == 0 else rows[: args.limit]
+    print(f"{'row_group':>9}  {'file':<60}  {'min':>20}  {'max':>20}  {'rows':>9}  {'bytes':>10}")
+    for r in shown:
+        print(
+            f"{r['row_group']:>9}  {str(r['file'])[-60:]:<60}  {r['min']!s:>20.20}  {r['max']!s:>20.20}  "
+            f"{r['rows']:>9}  {r['bytes']:>10}"
+        )
+    if len(shown) < len(rows):
+        print(f"... {len(rows) - len(shown)} more row groups (--limit 0 lists all)")
+    print(f"{len(rows)} row groups; point-query read amplification on {column}: {amp:.2f}x")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from ..ops.inspect import read_amplification
+    from ..ops.rorder import rorder
+    from .demo import build_sensor_table
+
+    path = args.path or os.path.join(tempfile.mkdtemp(prefix="deltaextras-demo-"), "sensors")
+    if os.path.exists(os.path.join(path, "_delta_log")):
+        raise InvalidArgumentError(f"{path} already holds a Delta table; pass another --path")
+    print(f"building {args.batches} five-minute appends of {args.nodes} nodes at {path} ...", flush=True)
+    build_sensor_table(path, nodes=args.nodes, batches=args.batches, ranges=args.ranges)
+    before = _layout_figures(path, read_amplification)
+    print(f"before: {before['files']} files, {before['mib']:.2f} MiB, read amplification {before['amp']:.1f}x")
+    started = time.monotonic()
+    report = rorder(path, sort_by="utc_time", unique_by="utc_time", progress=lambda r: print("  " + r.line()))
+    after = _layout_figures(path, read_amplification)
+    print(f"after:  {after['files']} files, {after['mib']:.2f} MiB, read amplification {after['amp']:.2f}x")
+    print(f"{report.summary()} in {time.monotonic() - started:.1f}s; try: deltaextras inspect {path}")
+    return 0
+
+
+def _layout_figures(path: str, read_amplification: Any) -> dict[str, float]:
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    adds = pa.table(DeltaTable(path).get_add_actions(flatten=True))
+    return {
+        "files": adds.num_rows,
+        "mib": sum(adds.column("size_bytes").to_pylist()) / 2**20,
+        "amp": read_amplification(path, "node_id"),
+    }
+
+
+# ---------------------------------------------------------------------- rendering
+def _render_plan(plan: Any) -> None:
+    print(f"{plan.uri} at version {plan.version}: by {plan.by}, units by {plan.partition_name or '(whole table)'}")
+    for p in plan.partitions:
+        deleted = sum(f.deleted_rows for f in p.files)
+        extra = f", {deleted} deleted rows" if deleted else ""
+        print(f"  {p.label:<30} {p.action:<8} {len(p.files):>6} files {p.bytes / 2**20:>9.2f} MiB{extra}  {p.reason}")
+    print(f"{len(plan.to_rewrite())} to rewrite, {len(plan.skipped())} skipped")
+
+
+def _render_report(report: RorderReport, as_json: bool, seconds: float) -> None:
+    if as_json:
+        print(json.dumps(report.to_dict(), indent=2, default=str))
+        return
+    for r in report.failed:
+        print(f"FAILED {r.partition}: {r.error_type}: {r.reason}", file=sys.stderr)
+    print(f"{report.summary()} in {seconds:.1f}s")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``deltaextras`` command."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return code
+    except DeltaExtrasError as exc:
+        print(f"deltaextras: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_FAILED if not isinstance(exc, InvalidArgumentError) else EXIT_USAGE
+    except KeyboardInterrupt:
+        print("deltaextras: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # the reader went away (``| head``): stop quietly, like other tools
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,88 @@
+"""Which Delta protocol features a rewrite can honour, and the refusal of the others by name.
+
+Example:
+    >>> check_protocol({"minReaderVersion": 3, "minWriterVersion": 7,
+    ...                 "readerFeatures": ["deletionVectors"], "writerFeatures": ["deletionVectors"]}, {})
+    >>> check_protocol({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": [],
+    ...                 "writerFeatures": ["rowTracking"]}, {})
+    Traceback (most recent call last):
+    ...
+    deltaextras.errors.UnsupportedFeatureError: the table uses Delta writer feature 'rowTracking', ...
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import UnsupportedFeatureError
+
+READER_FEATURES = {"columnMapping", "deletionVectors", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"}
+WRITER_FEATURES = READER_FEATURES | {
+    "appendOnly",
+    "invariants",
+    "checkConstraints",
+    "changeDataFeed",
+    "generatedColumns",
+    "identityColumns",
+    "domainMetadata",
+    "allowColumnDefaults",
+}
+_WHY = {
+    "rowTracking": "row ids and commit versions would have to be preserved across the rewrite",
+    "clustering": "the rewrite would break the liquid clustering layout",
+    "liquid": "the rewrite would break the liquid clustering layout",
+    "inCommitTimestamp": "commits must carry monotonic in-commit timestamps",
+    "coordinatedCommits-preview": "commits must go through the table's commit coordinator",
+    "catalogOwned-preview": "commits must go through the owning catalog",
+    "catalogManaged": "commits must go through the owning catalog",
+    "typeWidening": "files may hold older column types",
+    "typeWidening-preview": "files may hold older column types",
+    "variantType": "variant columns are not rewritten",
+    "variantType-preview": "variant columns are not rewritten",
+    "icebergCompatV1": "Iceberg metadata would have to be maintained",
+    "icebergCompatV2": "Iceberg metadata would have to be maintained",
+    "collations-preview": "collated string statistics are not written",
+}
+
+
+_VARIANT_FEATURES = {"variantType", "variantType-preview", "variantShredding-preview"}
+
+
+def check_protocol(protocol: dict[str, Any], configuration: dict[str, str], schema_string: str | None = None) -> None:
+    """Raise :class:`UnsupportedFeatureError` naming the first feature a rewrite cannot honour.
+
+    The variant features are accepted while no column is a variant (deltalake names them on every
+    table it creates with deletion vectors); a variant column is refused by the schema.
+    """
+    reader = int(protocol.get("minReaderVersion", 1))
+    writer = int(protocol.get("minWriterVersion", 1))
+    if reader > 3 or writer > 7:
+        raise UnsupportedFeatureError(
+            f"the table needs reader version {reader} / writer version {writer}; deltaextras supports up to 3 / 7"
+        )
+    for kind, names, known in (
+        ("reader", protocol.get("readerFeatures") or [], READER_FEATURES),
+        ("writer", protocol.get("writerFeatures") or [], WRITER_FEATURES),
+    ):
+        for name in names:
+            if name in _VARIANT_FEATURES and schema_string is not None and '"variant"' not in schema_string:
+                continue
+            if name not in known:
+                why = _WHY.get(name, "deltaextras does not implement it")
+                raise UnsupportedFeatureError(
+                    f"the table uses Delta {kind} feature {name!r}, which deltaextras cannot honour ({why}); "
+                    "nothing was written. Compact this table with an engine that supports the feature"
+                )
+    if str(configuration.get("delta.enableRowTracking", "false")).lower() == "true":
+        raise UnsupportedFeatureError(
+            "the table enables row tracking (delta.enableRowTracking); deltaextras cannot preserve row ids"
+        )
+    if str(configuration.get("delta.enableInCommitTimestamps", "false")).lower() == "true":
+        raise UnsupportedFeatureError(
+            "the table enables in-commit timestamps (delta.enableInCommitTimestamps); not supported"
+        )
+
+
+def has_feature(protocol: dict[str, Any], name: str) -> bool:
+    """Whether a table feature is named in the protocol (reader or writer list)."""
+    return name in (protocol.get("readerFeatures") or []) or name in (protocol.get("writerFeatures") or [])

@@ -1,0 +1,271 @@
+"""A table at one version: protocol, schema, live files with their raw ``add`` actions, deletion
+vector selections — deltalake's view and the replayed log cross-checked against each other.
+
+Example:
+    >>> import tempfile, pyarrow as pa
+    >>> from deltalake import write_deltalake
+    >>> path = tempfile.mkdtemp()
+    >>> write_deltalake(path, pa.table({"node_id": [1, 2], "node_id_range": [0, 0]}),
+    ...                 partition_by=["node_id_range"])
+    >>> snap = TableSnapshot.load(path)
+    >>> snap.version, len(snap.files), snap.files[0].partition_values
+    (0, 1, {'node_id_range': '0'})
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import CorruptDataError, StorageError, TableNotFoundError, UnsupportedFeatureError
+from .arrays import bool_numpy
+from .log import LogState, dv_unique_id, list_log, replay
+from .protocol import check_protocol, has_feature
+from .schema import TableSchema
+from .storage import TableStorage, log_path_to_key
+
+
+@dataclass
+class LiveFile:
+    """One live data file (a logical file: path plus deletion vector)."""
+
+    add: dict[str, Any]
+    partition_values: dict[str, str | None]  # logical column name -> value
+
+    @property
+    def path(self) -> str:
+        """The path as written in the log (percent-encoded, relative)."""
+        return self.add["path"]
+
+    @property
+    def key(self) -> str:
+        """The storage key of the file."""
+        return log_path_to_key(self.add["path"])
+
+    @property
+    def size(self) -> int:
+        return int(self.add.get("size") or 0)
+
+    @property
+    def dv(self) -> dict[str, Any] | None:
+        return self.add.get("deletionVector") or None
+
+    @property
+    def dv_id(self) -> str | None:
+        return dv_unique_id(self.dv)
+
+    @property
+    def deleted_rows(self) -> int:
+        return int(self.dv.get("cardinality", 0)) if self.dv else 0
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        raw = self.add.get("stats")
+        if not raw:
+            return {}
+        try:
+            return json.loads(raw) if isinstance(raw, str) else dict(raw)
+        except (TypeError, ValueError):
+            return {}
+
+    @property
+    def num_records(self) -> int | None:
+        n = self.stats.get("numRecords")
+        return int(n) if n is not None else None
+
+    @property
+    def tags(self) -> dict[str, str]:
+        return dict(self.add.get("tags") or {})
+
+
+def open_data_file(storage: TableStorage, f: LiveFile, *, pre_buffer: bool) -> pq.ParquetFile:
+    """A live data file opened for reading (INT96 timestamps as microseconds); a missing or unreadable
+    file is a :class:`CorruptDataError` that says which file and what to do.
+
+    Example:
+        >>> import tempfile, pyarrow as pa
+        >>> from deltalake import write_deltalake
+        >>> path = tempfile.mkdtemp()
+        >>> write_deltalake(path, pa.table({"k": [1, 2]}))
+        >>> snap = TableSnapshot.load(path)
+        >>> open_data_file(snap.storage, snap.files[0], pre_buffer=False).metadata.num_rows
+        2
+    """
+    try:
+        return pq.ParquetFile(
+            storage.open_input(f.key, f.size), pre_buffer=pre_buffer, coerce_int96_timestamp_unit="us"
+        )
+    except FileNotFoundError:
+        raise CorruptDataError(
+            f"data file {f.path} is in the log but missing from storage; run FSCK/repair first"
+        ) from None
+    except (pa.ArrowInvalid, OSError) as exc:
+        if isinstance(exc, StorageError):
+            raise
+        raise CorruptDataError(f"data file {f.path} is not readable Parquet: {str(exc)[:200]}") from None
+
+
+class TableSnapshot:
+    """Everything about one table version that planning, rewriting and committing need."""
+
+    def __init__(self, storage: TableStorage, state: LogState, dt: Any | None) -> None:
+        self.storage = storage
+        self.version = state.version
+        self.protocol = state.protocol
+        self.metadata = state.metadata
+        self.configuration: dict[str, str] = dict(state.metadata.get("configuration") or {})
+        self.txns = state.txns
+        self.schema = TableSchema.from_metadata(state.metadata)
+        self.partition_columns: list[str] = list(state.metadata.get("partitionColumns") or [])
+        self._dt = dt
+        phys = {self.schema.partition_physical(c): c for c in self.partition_columns}
+        self.files = [
+            LiveFile(add, {phys.get(k, k): v for k, v in (add.get("partitionValues") or {}).items()})
+            for add in state.adds.values()
+        ]
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def load(
+        cls,
+        uri: str,
+        storage_options: dict[str, str] | None = None,
+        version: int | None = None,
+        *,
+        storage: TableStorage | None = None,
+        cross_check: bool = True,
+    ) -> TableSnapshot:
+        """Load a table at ``version`` (default: latest), refusing unsupported protocols by name."""
+        storage = storage or TableStorage(uri, storage_options)
+        listing = list_log(storage)
+        if version is None:
+            version = listing.latest
+        state = replay(storage, version, listing)
+        dt = _open_deltalake(storage, version) if cross_check else None
+        check_protocol(
+            state.protocol, dict(state.metadata.get("configuration") or {}), state.metadata.get("schemaString")
+        )
+        snap = cls(storage, state, dt)
+        if dt is not None:
+            snap._cross_check(dt)
+        return snap
+
+    def _cross_check(self, dt: Any) -> None:
+        roots = _roots(dt, self.storage)
+        ours = sorted(f.key for f in self.files)
+        theirs = sorted(_relative_key(u, roots, is_url=False) for u in dt.file_uris())
+        if ours != theirs:
+            raise CorruptDataError(
+                f"deltalake and the log replay disagree on the live files of {self.storage.uri} at version "
+                f"{self.version} ({len(theirs)} vs {len(ours)}); refusing to rewrite"
+            )
+
+    @property
+    def deltalake_table(self) -> Any:
+        """deltalake's ``DeltaTable`` at this version (opened on first use)."""
+        if self._dt is None:
+            self._dt = _open_deltalake(self.storage, self.version)
+        return self._dt
+
+    # ------------------------------------------------------------------ queries
+    def has_deletion_vectors(self) -> bool:
+        return has_feature(self.protocol, "deletionVectors")
+
+    def partition_files(self, column: str | None, value: str | None) -> list[LiveFile]:
+        """Live files of one partition (``column`` None: every file)."""
+        if column is None:
+            return list(self.files)
+        return [f for f in self.files if f.partition_values.get(column) == value]
+
+    def partitions(self, column: str) -> dict[str | None, list[LiveFile]]:
+        """Live files grouped by the value of one partition column."""
+        groups: dict[str | None, list[LiveFile]] = {}
+        for f in self.files:
+            groups.setdefault(f.partition_values.get(column), []).append(f)
+        return groups
+
+    def selection_vectors(self, files: list[LiveFile]) -> dict[str, np.ndarray]:
+        """Keep-masks (True = live row) of the given files that carry deletion vectors, by log path."""
+        wanted = {f.key: f.path for f in files if f.dv}
+        if not wanted:
+            return {}
+        out: dict[str, np.ndarray] = {}
+        roots = _roots(self.deltalake_table, self.storage)
+        reader = self.deltalake_table.deletion_vectors()
+        for batch in reader:
+            rb = pa.record_batch(batch) if not isinstance(batch, pa.RecordBatch) else batch
+            paths = rb.column("filepath").to_pylist()
+            vectors = rb.column("selection_vector")
+            for i, uri in enumerate(paths):
+                key = _relative_key(uri, roots, is_url="://" in uri)
+                if key in wanted:
+                    out[wanted[key]] = bool_numpy(vectors[i].values)
+        missing = [p for k, p in wanted.items() if p not in out]
+        if missing:
+            raise CorruptDataError(
+                f"deletion vector of {missing[0]} could not be read through deltalake; refusing to rewrite"
+            )
+        return out
+
+
+def _relative_key(uri: str, roots: list[str], *, is_url: bool) -> str:
+    """Storage key of a file as deltalake names it: strip the table root; URLs are percent-decoded once.
+
+    Example:
+        >>> _relative_key("file:///t/x=A%252FA/p.parquet", ["file:///t"], is_url=True)
+        'x=A%2FA/p.parquet'
+        >>> _relative_key("/t/x=A%2FA/p.parquet", ["/t"], is_url=False)
+        'x=A%2FA/p.parquet'
+    """
+    from urllib.parse import unquote
+
+    for root in roots:
+        root = root.rstrip("/")
+        if root and uri.startswith(root + "/"):
+            rel = uri[len(root) + 1 :]
+            return unquote(rel) if is_url else rel
+    return uri
+
+
+def _roots(dt: Any, storage: TableStorage) -> list[str]:
+    table_uri = str(dt.table_uri)
+    roots = [table_uri, storage.uri]
+    if table_uri.startswith("file://"):
+        from urllib.parse import unquote, urlparse
+
+        roots.append(unquote(urlparse(table_uri).path))
+    return roots
+
+
+def _open_deltalake(storage: TableStorage, version: int) -> Any:
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError, DeltaProtocolError
+    from deltalake.exceptions import TableNotFoundError as DLNotFound
+
+    try:
+        return DeltaTable(storage.deltalake_uri, version=version, storage_options=storage.storage_options or None)
+    except DLNotFound:
+        raise TableNotFoundError(
+            f"no Delta table at {storage.uri}; check the path and the storage credentials"
+        ) from None
+    except DeltaProtocolError as exc:
+        raise UnsupportedFeatureError(f"deltalake refuses the table's protocol: {_first_line(exc)}") from None
+    except DeltaError as exc:
+        text = _first_line(exc)
+        if "protocol" in text.lower() or "feature" in text.lower():
+            raise UnsupportedFeatureError(f"the table's protocol is not supported: {text}") from None
+        if "not found" in text.lower() or "no files in log segment" in text.lower():
+            raise TableNotFoundError(f"no Delta table at {storage.uri} ({text})") from None
+        raise StorageError(f"deltalake could not load {storage.uri}: {text}") from None
+    except OSError as exc:
+        raise StorageError(f"deltalake could not load {storage.uri}: {_first_line(exc)}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__

@@ -1,0 +1,372 @@
+"""Where a table lives and how its bytes are read and written: one object store per table root.
+
+Local paths, ``file://``, Azure (``abfs[s]://container@account.dfs.core.windows.net/path``,
+``az://container/path``) and S3 (``s3://bucket/path``, ``s3a://``) are resolved here and nowhere
+else. I/O goes through obstore (the Rust ``object_store`` crate that delta-rs uses too), so the
+``storage_options`` users already pass to deltalake work unchanged, and ``put_if_absent`` is an atomic
+create on every backend: ``O_EXCL``-style hard link locally, ``If-None-Match: *`` on Azure and S3.
+
+Example:
+    >>> import tempfile
+    >>> st = TableStorage(tempfile.mkdtemp())
+    >>> st.put_if_absent("_delta_log/00000000000000000000.json", b"{}")
+    True
+    >>> st.put_if_absent("_delta_log/00000000000000000000.json", b"{}")
+    False
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import obstore
+from obstore.exceptions import AlreadyExistsError, NotFoundError, PermissionDeniedError, UnauthenticatedError
+from obstore.store import LocalStore, from_url
+
+from ..errors import (
+    AccessDeniedError,
+    InvalidArgumentError,
+    StorageError,
+    TableNotFoundError,
+    UnsupportedFeatureError,
+    shown,
+)
+
+# object_store HTTP client options: obstore takes them (bare, without an aws_/azure_ prefix) in
+# ``client_options``; inside ``config`` they make it panic.
+_CLIENT_KEYS = {
+    "allow_http",
+    "allow_invalid_certificates",
+    "connect_timeout",
+    "default_content_type",
+    "http1_only",
+    "http2_keep_alive_interval",
+    "http2_keep_alive_timeout",
+    "http2_keep_alive_while_idle",
+    "http2_only",
+    "pool_idle_timeout",
+    "pool_max_idle_per_host",
+    "proxy_url",
+    "proxy_ca_certificate",
+    "proxy_excludes",
+    "randomize_addresses",
+    "read_timeout",
+    "root_certificate",
+    "timeout",
+    "user_agent",
+}
+# deltalake-only options that object_store rejects (log store, locking and retry settings).
+_DELTA_ONLY = {
+    "aws_s3_allow_unsafe_rename",
+    "aws_s3_locking_provider",
+    "delta_dynamo_table_name",
+    "dynamo_lock_table_name",
+    "dynamo_lock_owner_name",
+    "dynamo_lock_partition_key_value",
+    "dynamo_lock_refresh_period_millis",
+    "dynamo_lock_additional_time_to_wait_millis",
+    "aws_s3_pool_idle_timeout_seconds",
+    "aws_sts_pool_idle_timeout_seconds",
+    "aws_s3_get_internal_server_error_retries",
+    "aws_endpoint_url_dynamodb",
+    "aws_endpoint_url_sts",
+    "conditional_put",
+    "aws_conditional_put",
+    "max_retries",
+    "retry_timeout",
+    "mount_allow_unsafe_rename",
+}
+_SECRET_HINTS = ("key", "secret", "token", "sas", "password", "signature", "connection")
+
+
+def normalize_uri(uri: str | os.PathLike[str]) -> str:
+    """The table URI without a trailing slash; local paths become absolute paths.
+
+    Example:
+        >>> normalize_uri("s3a://bucket/t/")
+        's3a://bucket/t'
+        >>> normalize_uri("file:///tmp/t/")
+        '/tmp/t'
+        >>> normalize_uri("~nosuchuser/t")
+        Traceback (most recent call last):
+        ...
+        deltaextras.errors.InvalidArgumentError: table path '~nosuchuser/t' is not a usable local path ...
+    """
+    text = os.fspath(uri).strip()
+    if text.startswith("file://"):
+        text = unquote(urlparse(text).path)
+    if "://" not in text:
+        try:
+            return str(Path(text).expanduser().resolve())
+        except (RuntimeError, ValueError, OSError) as exc:  # "~user" unknown, NUL byte, loops
+            raise InvalidArgumentError(f"table path {shown(text)} is not a usable local path ({exc})") from None
+    return text.rstrip("/")
+
+
+def is_local(uri: str) -> bool:
+    """Whether a (normalized) URI is a local path."""
+    return "://" not in uri
+
+
+def redact(options: Mapping[str, str] | None) -> dict[str, str]:
+    """Storage options with secret-looking values masked, fit for logs.
+
+    Example:
+        >>> redact({"account_name": "a", "account_key": "xyz"})
+        {'account_name': 'a', 'account_key': '***'}
+    """
+    return {k: ("***" if any(h in k.lower() for h in _SECRET_HINTS) else v) for k, v in (options or {}).items()}
+
+
+def split_storage_options(options: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """deltalake-style storage options → obstore ``(config, client_options)``.
+
+    Example:
+        >>> split_storage_options({"AWS_ENDPOINT_URL": "http://h:1", "AWS_ALLOW_HTTP": "true",
+        ...                 "AWS_S3_ALLOW_UNSAFE_RENAME": "true"})
+        ({'aws_endpoint_url': 'http://h:1'}, {'allow_http': 'true'})
+    """
+    config: dict[str, str] = {}
+    client: dict[str, str] = {}
+    for key, value in options.items():
+        low = key.lower()
+        if low in _DELTA_ONLY:
+            continue
+        bare = low
+        for prefix in ("aws_", "azure_", "google_"):
+            if low.startswith(prefix):
+                bare = low[len(prefix) :]
+                break
+        if bare in _CLIENT_KEYS:
+            client[bare] = str(value)
+        else:
+            config[low] = str(value)
+    return config, client
+
+
+def check_commit_protocol(uri: str, options: Mapping[str, str]) -> None:
+    """Refuse S3 tables whose writers coordinate commits through a DynamoDB lock table.
+
+    Example:
+        >>> check_commit_protocol("s3://b/t", {"AWS_S3_LOCKING_PROVIDER": "dynamodb"})
+        Traceback (most recent call last):
+        ...
+        deltaextras.errors.UnsupportedFeatureError: the S3 table s3://b/t is configured ...
+    """
+    lowered = {k.lower(): v for k, v in options.items()}
+    merged = {k.lower(): v for k, v in os.environ.items() if k.lower() == "aws_s3_locking_provider"}
+    merged.update(lowered)
+    if str(merged.get("aws_s3_locking_provider", "")).lower() == "dynamodb":
+        raise UnsupportedFeatureError(
+            f"the S3 table {uri} is configured for the DynamoDB log store (AWS_S3_LOCKING_PROVIDER=dynamodb); "
+            "deltaextras commits with S3 conditional writes (If-None-Match) only. Move every writer of this "
+            "table to conditional puts (delta-rs >= 0.22 without the locking provider, Spark S3 log store with "
+            "conditional writes) and drop the option"
+        )
+
+
+class TableStorage:
+    """Byte-level access to everything under one table root.
+
+    Paths are relative to the table root and unescaped (``x=A%2FA/part-0.parquet`` as on storage,
+    not as percent-encoded in the log; use :func:`log_path_to_key` for log paths).
+    """
+
+    def __init__(self, uri: str | os.PathLike[str], storage_options: Mapping[str, str] | None = None) -> None:
+        self.uri = normalize_uri(uri)
+        self.storage_options = dict(storage_options or {})
+        self.local_root: Path | None = None
+        if is_local(self.uri):
+            self.local_root = Path(self.uri)
+            try:
+                found = self.local_root.is_dir()
+            except OSError as exc:  # a name too long for the file system, say: no retry cures it
+                raise InvalidArgumentError(f"table path {shown(self.uri)} cannot be used: {exc.strerror}") from None
+            if not found:
+                raise TableNotFoundError(f"no Delta table at {self.uri} (no such directory); check the path")
+            self._store: Any = LocalStore(prefix=str(self.local_root))
+        else:
+            check_commit_protocol(self.uri, self.storage_options)
+            config, client = split_storage_options(self.storage_options)
+            try:
+                self._store = from_url(self.uri, config=config or None, client_options=client or None)
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as exc:
+                raise InvalidArgumentError(
+                    f"cannot open storage for {self.uri}: {str(exc).splitlines()[0][:200]}; check storage_options"
+                ) from None
+
+    normalize = staticmethod(normalize_uri)
+
+    # ------------------------------------------------------------------ URIs
+    @property
+    def deltalake_uri(self) -> str:
+        """The URI to hand to ``deltalake.DeltaTable``."""
+        return self.uri
+
+    def uri_of(self, key: str) -> str:
+        """Full URI (or local path) of a key under the root."""
+        if self.local_root is not None:
+            return str(self.local_root / key)
+        return f"{self.uri}/{key}"
+
+    # ------------------------------------------------------------------ reads
+    def read(self, key: str) -> bytes:
+        """Whole object bytes; :class:`FileNotFoundError` when absent."""
+        try:
+            return bytes(obstore.get(self._store, key).bytes())
+        except (FileNotFoundError, NotFoundError):
+            raise FileNotFoundError(key) from None
+        except Exception as exc:
+            raise self._wrap(exc, f"read {key}") from None
+
+    def read_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of an object."""
+        try:
+            return bytes(obstore.get_range(self._store, key, start=start, end=end))
+        except Exception as exc:
+            raise self._wrap(exc, f"read {key}[{start}:{end}]") from None
+
+    def size(self, key: str) -> int:
+        """Object size in bytes."""
+        try:
+            return int(obstore.head(self._store, key)["size"])
+        except (FileNotFoundError, NotFoundError):
+            raise FileNotFoundError(key) from None
+        except Exception as exc:
+            raise self._wrap(exc, f"head {key}") from None
+
+    def exists(self, key: str) -> bool:
+        """Whether the object exists."""
+        try:
+            self.size(key)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def list(self, prefix: str) -> Iterator[tuple[str, int]]:
+        """``(key, size)`` of every object under ``prefix`` (recursive)."""
+        try:
+            for chunk in obstore.list(self._store, prefix=prefix):
+                for meta in chunk:
+                    yield str(meta["path"]), int(meta["size"])
+        except (FileNotFoundError, NotFoundError):
+            return
+        except Exception as exc:
+            raise self._wrap(exc, f"list {prefix}") from None
+
+    def list_dir(self, prefix: str) -> list[tuple[str, int]]:
+        """``(key, size)`` of objects directly under ``prefix`` (one level)."""
+        try:
+            result = obstore.list_with_delimiter(self._store, prefix=prefix)
+        except (FileNotFoundError, NotFoundError):
+            return []
+        except Exception as exc:
+            raise self._wrap(exc, f"list {prefix}") from None
+        return [(str(m["path"]), int(m["size"])) for m in result["objects"]]
+
+    def open_input(self, key: str, size: int | None = None) -> Any:
+        """A seekable binary file for pyarrow: the local file itself, or ranged reads on object stores."""
+        if self.local_root is not None:
+            path = self.local_root / key
+            if not path.exists():
+                raise FileNotFoundError(key)
+            return str(path)
+        return io.BufferedReader(_RangeReader(self, key, size if size and size > 0 else self.size(key)), 1 << 20)
+
+    # ------------------------------------------------------------------ writes
+    def put(self, key: str, data: bytes | str | Path) -> None:
+        """Write (or overwrite) an object; ``data`` may be bytes or a local file path to upload."""
+        try:
+            obstore.put(self._store, key, Path(data) if isinstance(data, (str, Path)) else data)
+        except Exception as exc:
+            raise self._wrap(exc, f"write {key}") from None
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Atomically create ``key``; ``False`` (and nothing written) if it already exists."""
+        try:
+            obstore.put(self._store, key, data, mode="create")
+            return True
+        except (AlreadyExistsError, FileExistsError):
+            return False
+        except Exception as exc:
+            if "already exists" in str(exc).lower() or "precondition" in str(exc).lower():
+                return False
+            raise self._wrap(exc, f"create {key}") from None
+
+    def delete(self, key: str) -> None:
+        """Delete an object; absent is fine."""
+        try:
+            obstore.delete(self._store, key)
+        except (FileNotFoundError, NotFoundError):
+            return
+        except Exception as exc:
+            raise self._wrap(exc, f"delete {key}") from None
+
+    # ------------------------------------------------------------------ errors
+    def _wrap(self, exc: BaseException, what: str) -> Exception:
+        if isinstance(exc, (PermissionDeniedError, UnauthenticatedError)):
+            return AccessDeniedError(
+                f"storage refused to {what} under {self.uri}: check the identity's data-plane role "
+                f"or the storage options ({type(exc).__name__})"
+            )
+        if isinstance(exc, (FileNotFoundError, NotFoundError)):
+            return FileNotFoundError(what)
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return StorageError(f"storage failed to {what} under {self.uri}: {text[:300]}")
+
+
+class _RangeReader(io.RawIOBase):
+    """Random-access reads of one object through ranged GETs (what pyarrow needs to read Parquet)."""
+
+    def __init__(self, storage: TableStorage, key: str, size: int) -> None:
+        super().__init__()
+        self._storage, self._key, self._size, self._pos = storage, key, size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        want = min(len(buffer), self._size - self._pos)
+        if want <= 0:
+            return 0
+        data = self._storage.read_range(self._key, self._pos, self._pos + want)
+        n = len(data)
+        buffer[:n] = data
+        self._pos += n
+        return n
+
+
+_ESCAPED = re.compile(r"%[0-9A-Fa-f]{2}")
+
+
+def log_path_to_key(path: str) -> str:
+    """A data file path as written in the Delta log (percent-encoded, relative) → the storage key.
+
+    Example:
+        >>> log_path_to_key("x=A%252FA/part-0.parquet")
+        'x=A%2FA/part-0.parquet'
+    """
+    if "://" in path:
+        raise UnsupportedFeatureError(
+            f"the log names an absolute data file path ({path[:80]}); shallow clones are not supported"
+        )
+    return unquote(path) if _ESCAPED.search(path) else path

@@ -1,0 +1,289 @@
+"""The work message: one partition of one table to rewrite, as JSON (and base64 JSON on queues).
+
+Schema version 1. Keys (all but ``path`` optional):
+
+=====================  ===========================================  ==========================================
+key                    type                                         meaning
+=====================  ===========================================  ==========================================
+message_version        int (1)                                      schema version; absent = 1 (legacy)
+path                   str                                          table URI (local path, file://, abfss://,
+                                                                    az://, s3://)
+version                int >= 0                                     table version the plan was made at;
+                                                                    absent: plan from the current snapshot
+partition_name         str or null                                  partition column; absent: the table's
+                                                                    only partition column
+partition_value        str, int, float, bool or null                partition value; null = the null partition
+files                  list of [path, size] or null                 the planned inputs; absent: every live
+                                                                    file of the partition at ``version``
+by                     str                                          row-group column (default: partition
+                                                                    column minus ``_range``)
+sort_by                str, list of str or [col, order] pairs       order inside a value
+unique_by              str or list of str                           de-duplication key
+target_file_size       int > 0                                      output file size in bytes
+memory_budget          int > 0                                      Arrow bytes held at once
+max_materialize_size   int > 0                                      accepted for compatibility; ignored
+max_deleted_rows_ratio number in [0, 1]                             purge threshold for deletion vectors
+=====================  ===========================================  ==========================================
+
+Unknown keys and wrong types are rejected with a one-line :class:`MessageError`.
+
+Example:
+    >>> m = RorderMessage.from_dict({"path": "/data/t", "version": 3, "partition_value": 0,
+    ...                              "sort_by": "utc_time"})
+    >>> m.partition_value, m.options.sort_by
+    ('0', (('utc_time', 'ascending'),))
+    >>> RorderMessage.decode(m.encode()) == m
+    True
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import InvalidArgumentError, MessageError, shown
+from .options import RorderOptions
+
+MESSAGE_VERSION = 1
+MAX_LONG = 2**63 - 1  # versions and sizes are Delta/Parquet longs
+UNREADABLE_JSON = "message is not a readable JSON object (a number with thousands of digits, or nesting too deep)"
+
+_SCALAR = (str, int, float, bool)
+_KNOWN = {
+    "message_version",
+    "path",
+    "version",
+    "partition_name",
+    "partition_value",
+    "files",
+    "by",
+    "sort_by",
+    "unique_by",
+    "target_file_size",
+    "memory_budget",
+    "max_materialize_size",
+    "max_deleted_rows_ratio",
+}
+
+
+@dataclass(frozen=True)
+class RorderMessage:
+    """A validated work message. Build it with :meth:`from_dict` or :meth:`decode`."""
+
+    path: str
+    version: int | None = None
+    partition_name: str | None = None
+    # The partition value as Delta stores it (a string), None for the null partition.
+    partition_value: str | None = None
+    # Whether the message names a partition at all (False: the table's only unit, or "plan it").
+    has_partition: bool = False
+    files: tuple[tuple[str, int], ...] | None = None
+    options: RorderOptions = field(default_factory=RorderOptions)
+
+    # ------------------------------------------------------------------ parsing
+    @classmethod
+    def from_dict(cls, data: Any) -> RorderMessage:
+        """Validate a decoded JSON object and build the message.
+
+        Example:
+            >>> RorderMessage.from_dict({"path": "s3://b/t", "fles": []})
+            Traceback (most recent call last):
+            ...
+            deltaextras.errors.MessageError: message key 'fles' is not known (known keys: by, files, ...
+        """
+        if not isinstance(data, dict):
+            raise MessageError(f"a message must be a JSON object, got {type(data).__name__}")
+        unknown = sorted(set(data) - _KNOWN)
+        if unknown:
+            raise MessageError(
+                f"message key {unknown[0]!r} is not known (known keys: {', '.join(sorted(_KNOWN))}); "
+                "fix the producer or upgrade deltaextras"
+            )
+        mv = data.get("message_version", MESSAGE_VERSION)
+        if _not_int(mv) or mv != MESSAGE_VERSION:
+            raise MessageError(
+                f"message_version {shown(mv)} is not supported (this deltaextras reads version {MESSAGE_VERSION})"
+            )
+        path = data.get("path")
+        if not isinstance(path, str) or not path.strip():
+            raise MessageError("message needs 'path': the table URI as a non-empty string")
+        version = data.get("version")
+        if version is not None and (_not_int(version) or not 0 <= version <= MAX_LONG):
+            raise MessageError(f"message 'version' must be a non-negative integer, got {shown(version)}")
+        pname = data.get("partition_name")
+        if pname is not None and (not isinstance(pname, str) or not pname):
+            raise MessageError(f"message 'partition_name' must be a non-empty string, got {shown(pname)}")
+        has_partition = "partition_value" in data
+        pvalue = data.get("partition_value")
+        if pvalue is not None and not isinstance(pvalue, _SCALAR):
+            raise MessageError(
+                f"message 'partition_value' must be a string, number, boolean or null, got {type(pvalue).__name__}"
+            )
+        files = data.get("files")
+        if files is not None:
+            files = _parse_files(files)
+        for key in ("target_file_size", "memory_budget", "max_materialize_size"):
+            v = data.get(key)
+            if v is not None and (_not_int(v) or not 0 < v <= MAX_LONG):
+                raise MessageError(f"message {key!r} must be a positive integer (bytes), got {shown(v)}")
+        try:
+            options = RorderOptions.build(
+                by=data.get("by"),
+                sort_by=data.get("sort_by"),
+                unique_by=data.get("unique_by"),
+                target_file_size=data.get("target_file_size"),
+                memory_budget=data.get("memory_budget"),
+                max_deleted_rows_ratio=data.get("max_deleted_rows_ratio"),
+            )
+        except InvalidArgumentError as exc:
+            raise MessageError(f"message options are invalid: {exc}") from None
+        return cls(
+            path=path.strip(),
+            version=version,
+            partition_name=pname,
+            partition_value=partition_value_to_str(pvalue),
+            has_partition=has_partition,
+            files=files,
+            options=options,
+        )
+
+    @classmethod
+    def decode(cls, text: str | bytes) -> RorderMessage:
+        """Parse a queue body: JSON, or base64 of JSON (as Azure queues carry it).
+
+        Example:
+            >>> RorderMessage.decode('{"path": "/t"}').path
+            '/t'
+            >>> RorderMessage.decode("not json")
+            Traceback (most recent call last):
+            ...
+            deltaextras.errors.MessageError: message is neither JSON nor base64 of JSON: ...
+        """
+        data = decode_body(text)
+        return cls.from_dict(data)
+
+    # ------------------------------------------------------------------ output
+    def to_dict(self) -> dict[str, Any]:
+        """The message as a JSON object (keys with no value are left out).
+
+        Example:
+            >>> RorderMessage.from_dict({"path": "/t", "version": 1}).to_dict()["version"]
+            1
+        """
+        out: dict[str, Any] = {"message_version": MESSAGE_VERSION, "path": self.path}
+        if self.version is not None:
+            out["version"] = self.version
+        if self.partition_name is not None:
+            out["partition_name"] = self.partition_name
+        if self.has_partition:
+            out["partition_value"] = self.partition_value
+        if self.files is not None:
+            out["files"] = [[p, s] for p, s in self.files]
+        opts = self.options.to_json()
+        for key in ("by",):
+            if opts[key] is not None:
+                out[key] = opts[key]
+        if opts["sort_by"]:
+            out["sort_by"] = opts["sort_by"]
+        if opts["unique_by"]:
+            out["unique_by"] = opts["unique_by"]
+        for key in ("target_file_size", "memory_budget", "max_deleted_rows_ratio"):
+            out[key] = opts[key]
+        return out
+
+    def to_json(self) -> str:
+        """Compact JSON text of :meth:`to_dict`."""
+        return json.dumps(self.to_dict(), separators=(",", ":"), sort_keys=True)
+
+    def encode(self) -> str:
+        """Base64 of the JSON text, as the Azure Functions queue trigger expects.
+
+        Example:
+            >>> RorderMessage.from_dict({"path": "/t"}).encode()[:8]
+            'eyJtYXhf'
+        """
+        return base64.b64encode(self.to_json().encode("utf-8")).decode("ascii")
+
+    def with_files(self, files: tuple[tuple[str, int], ...] | None) -> RorderMessage:
+        """A copy with another file list (``None``: the worker plans the partition at ``version``)."""
+        return RorderMessage(
+            path=self.path,
+            version=self.version,
+            partition_name=self.partition_name,
+            partition_value=self.partition_value,
+            has_partition=self.has_partition,
+            files=files,
+            options=self.options,
+        )
+
+    def describe(self) -> str:
+        """Short human label: ``table[partition=value]@version``."""
+        part = ""
+        if self.has_partition:
+            part = f"[{self.partition_name or '?'}={self.partition_value}]"
+        at = f"@{self.version}" if self.version is not None else ""
+        return f"{self.path}{part}{at}"
+
+
+def partition_value_to_str(value: Any) -> str | None:
+    """Delta partition values are strings in the log; numbers and booleans are spelled as Delta does.
+
+    Example:
+        >>> partition_value_to_str(3), partition_value_to_str(True), partition_value_to_str(None)
+        ('3', 'true', None)
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _not_int(v: Any) -> bool:
+    return isinstance(v, bool) or not isinstance(v, int)
+
+
+def _parse_files(files: Any) -> tuple[tuple[str, int], ...]:
+    if not isinstance(files, list):
+        raise MessageError("message 'files' must be a list of [path, size_bytes] pairs")
+    out = []
+    for i, item in enumerate(files):
+        if isinstance(item, str):
+            out.append((item, -1))
+            continue
+        if not isinstance(item, (list, tuple)) or len(item) != 2 or not isinstance(item[0], str) or _not_int(item[1]):
+            raise MessageError(f"message 'files[{i}]' must be a [path, size_bytes] pair, got {shown(item)}")
+        out.append((item[0], int(item[1])))
+    return tuple(out)
+
+
+def decode_body(body: str | bytes) -> dict[str, Any]:
+    """A queue body (JSON, or base64 of JSON) as a JSON object; :class:`MessageError` otherwise.
+
+    Example:
+        >>> decode_body(base64.b64encode(b'{"path": "/t"}'))
+        {'path': '/t'}
+    """
+    if isinstance(body, (bytes, bytearray)):
+        try:
+            body = bytes(body).decode("utf-8")
+        except UnicodeDecodeError:
+            raise MessageError("message body is not UTF-8 text") from None
+    stripped = body.strip()
+    if not stripped.startswith(("{", "[")):
+        try:
+            stripped = base64.b64decode(stripped, validate=True).decode("utf-8").strip()
+        except (binascii.Error, ValueError, UnicodeDecodeError):
+            raise MessageError(f"message is neither JSON nor base64 of JSON: {body[:60]!r}") from None
+    try:
+        data = json.loads(stripped)
+    except json.JSONDecodeError as exc:
+        raise MessageError(f"message is not valid JSON ({exc.msg} at char {exc.pos})") from None
+    except (ValueError, RecursionError):
+        raise MessageError(UNREADABLE_JSON) from None
+    if not isinstance(data, dict):
+        raise MessageError(f"a message must be a JSON object, got {type(data).__name__}")
+    return data

@@ -1,0 +1,260 @@
+"""Planning: from one table snapshot, which partitions need a rewrite, which are already in layout,
+and the work message for each.
+
+Example:
+    >>> import tempfile, pyarrow as pa
+    >>> from deltalake import write_deltalake
+    >>> path = tempfile.mkdtemp()
+    >>> for r in (0, 1):
+    ...     write_deltalake(path, pa.table({"node_id": [r * 10, r * 10 + 1], "node_id_range": [r, r]}),
+    ...                     partition_by=["node_id_range"], mode="append")
+    >>> plan = plan_table(path)
+    >>> plan.partition_name, plan.by, [p.partition_value for p in plan.to_rewrite()]
+    ('node_id_range', 'node_id', ['0', '1'])
+    >>> len(plan.messages())
+    2
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from ..core.snapshot import LiveFile, TableSnapshot
+from ..errors import InvalidArgumentError, PartitionNotFoundError
+from .layout import LAYOUT_TAG, RUN_TAG, layout_signature, row_groups_in_layout
+from .message import RorderMessage, partition_value_to_str
+from .options import RorderOptions
+
+RANGE_SUFFIX = "_range"
+# Azure queue messages hold 64 KiB of base64, i.e. 48 KiB of JSON; keep a margin.
+MAX_MESSAGE_JSON = 40_000
+
+
+def resolve_unit(snapshot: TableSnapshot, by: str | None, partition_name: str | None = None) -> tuple[str | None, str]:
+    """The partition column that cuts the table into units, and the row-group column.
+
+    Example: a table partitioned by ``node_id_range`` gives ``("node_id_range", "node_id")``.
+    """
+    parts = snapshot.partition_columns
+    if partition_name is not None:
+        if partition_name not in parts:
+            raise InvalidArgumentError(
+                f"partition_name {partition_name!r} is not a partition column of the table "
+                f"(partition columns: {', '.join(parts) or 'none'})"
+            )
+        unit = partition_name
+    elif not parts:
+        unit = None
+    else:
+        ranged = [c for c in parts if c.endswith(RANGE_SUFFIX)]
+        unit = ranged[0] if len(ranged) == 1 else parts[0]
+    if by is None:
+        if unit is None:
+            raise InvalidArgumentError("the table is not partitioned; pass by= to name the row-group column")
+        if not unit.endswith(RANGE_SUFFIX):
+            raise InvalidArgumentError(
+                f"partition column {unit!r} does not end in {RANGE_SUFFIX!r}, so the row-group column cannot be "
+                "derived; pass by= to name it"
+            )
+        by = unit[: -len(RANGE_SUFFIX)]
+    snapshot.schema.column(by, "by")
+    return unit, by
+
+
+@dataclass
+class PartitionPlan:
+    """One unit of work: a partition (or the whole table) and what to do with it."""
+
+    partition_name: str | None
+    partition_value: str | None
+    files: list[LiveFile]
+    action: str  # "rewrite" | "skip"
+    reason: str = ""
+
+    @property
+    def has_partition(self) -> bool:
+        return self.partition_name is not None
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    @property
+    def label(self) -> str:
+        return f"{self.partition_name}={self.partition_value}" if self.partition_name else "(table)"
+
+
+@dataclass
+class TablePlan:
+    """The plan of a whole table at one version."""
+
+    uri: str
+    version: int
+    partition_name: str | None
+    by: str
+    options: RorderOptions
+    partitions: list[PartitionPlan] = field(default_factory=list)
+    snapshot: TableSnapshot | None = field(default=None, repr=False, compare=False)
+
+    def to_rewrite(self) -> list[PartitionPlan]:
+        return [p for p in self.partitions if p.action == "rewrite"]
+
+    def skipped(self) -> list[PartitionPlan]:
+        return [p for p in self.partitions if p.action == "skip"]
+
+    def message(self, part: PartitionPlan) -> RorderMessage:
+        """The work message of one partition; the file list is left out when it would not fit a queue
+        message (the worker then plans the same files from the same table version)."""
+        msg = RorderMessage(
+            path=self.uri,
+            version=self.version,
+            partition_name=part.partition_name,
+            partition_value=part.partition_value,
+            has_partition=part.has_partition,
+            files=tuple((f.path, f.size) for f in part.files),
+            options=RorderOptions(
+                by=self.by,
+                sort_by=self.options.sort_by,
+                unique_by=self.options.unique_by,
+                target_file_size=self.options.target_file_size,
+                memory_budget=self.options.memory_budget,
+                max_deleted_rows_ratio=self.options.max_deleted_rows_ratio,
+            ),
+        )
+        if len(msg.to_json()) > MAX_MESSAGE_JSON:
+            msg = msg.with_files(None)
+        return msg
+
+    def messages(self) -> list[RorderMessage]:
+        """Ready-to-send messages for every partition that needs work."""
+        return [self.message(p) for p in self.to_rewrite()]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly summary (for ``deltaextras plan --json``)."""
+        return {
+            "table": self.uri,
+            "version": self.version,
+            "partition_name": self.partition_name,
+            "by": self.by,
+            "partitions": [
+                {
+                    "partition_value": p.partition_value,
+                    "action": p.action,
+                    "reason": p.reason,
+                    "files": len(p.files),
+                    "bytes": p.bytes,
+                    "deleted_rows": sum(f.deleted_rows for f in p.files),
+                }
+                for p in self.partitions
+            ],
+        }
+
+
+def in_layout(snapshot: TableSnapshot, files: list[LiveFile], by: str, options: RorderOptions) -> str | None:
+    """Why a unit's files already have the layout (a reason string), or None if they need a rewrite."""
+    if not files:
+        return "no live files"
+    records = sum(f.num_records or 0 for f in files)
+    deleted = sum(f.deleted_rows for f in files)
+    if deleted and records and deleted / records > options.max_deleted_rows_ratio:
+        return None
+    signature = layout_signature(by, options.sort_by, options.unique_by)
+    runs = {f.tags.get(RUN_TAG) for f in files}
+    if all(f.tags.get(LAYOUT_TAG) == signature for f in files) and len(runs) == 1 and None not in runs:
+        extra = f" ({deleted} deleted rows under the {options.max_deleted_rows_ratio:.0%} threshold)" if deleted else ""
+        return f"already in layout: {len(files)} file(s) from one rewrite{extra}"
+    groups = {tuple(sorted(f.partition_values.items(), key=lambda kv: kv[0])) for f in files}
+    if len(files) == len(groups) and not deleted and not options.sort_by and not options.unique_by:
+        # One untagged file per partition directory: in layout if its row groups say so.
+        physical = snapshot.schema.physical(by)
+        for f in files:
+            pf = pq.ParquetFile(snapshot.storage.open_input(f.key, f.size))
+            names = [pf.metadata.schema.column(j).path for j in range(len(pf.metadata.schema))]
+            if physical not in names or not row_groups_in_layout(pf.metadata, names.index(physical)):
+                return None
+        return "already in layout: one file whose row groups each hold one value"
+    return None
+
+
+def plan_table(
+    table: Any,
+    *,
+    by: str | None = None,
+    sort_by: Any = None,
+    unique_by: Any = None,
+    partitions: list[Any] | None = None,
+    target_file_size: int | None = None,
+    memory_budget: int | None = None,
+    max_deleted_rows_ratio: float | None = None,
+    storage_options: dict[str, str] | None = None,
+    version: int | None = None,
+    snapshot: TableSnapshot | None = None,
+) -> TablePlan:
+    """Plan every (or the named) partition of a table at one version.
+
+    ``table`` is a URI, a path or a ``deltalake.DeltaTable`` (its URI, version and storage options are used).
+    """
+    uri, storage_options, version = _table_args(table, storage_options, version)
+    snap = snapshot or TableSnapshot.load(uri, storage_options, version)
+    options = RorderOptions.build(
+        by=by,
+        sort_by=sort_by,
+        unique_by=unique_by,
+        target_file_size=target_file_size,
+        memory_budget=memory_budget,
+        max_deleted_rows_ratio=max_deleted_rows_ratio,
+    )
+    unit, by_col = resolve_unit(snap, options.by)
+    for c, _ in options.sort_by:
+        snap.schema.column(c, "sort_by")
+    for c in options.unique_by:
+        snap.schema.column(c, "unique_by")
+    plan = TablePlan(snap.storage.uri, snap.version, unit, by_col, options, snapshot=snap)
+    if unit is None:
+        groups: dict[str | None, list[LiveFile]] = {None: list(snap.files)} if snap.files else {}
+    else:
+        groups = snap.partitions(unit)
+    if partitions is not None:
+        wanted = [partition_value_to_str(v) for v in partitions]
+        missing = [w for w in wanted if w not in groups]
+        if missing:
+            raise PartitionNotFoundError(
+                f"partition {unit}={missing[0]} has no live files at version {snap.version}; "
+                f"known values: {', '.join(sorted(str(k) for k in groups))[:300]}"
+            )
+        groups = {w: groups[w] for w in wanted}
+    for value in sorted(groups, key=lambda v: (v is None, _sort_key(v))):
+        files = groups[value]
+        reason = in_layout(snap, files, by_col, options)
+        plan.partitions.append(
+            PartitionPlan(unit, value, files, "skip" if reason else "rewrite", reason or f"{len(files)} file(s)")
+        )
+    return plan
+
+
+def _sort_key(v: str | None) -> tuple[int, Any]:
+    if v is None:
+        return (2, "")
+    try:
+        return (0, float(v))
+    except ValueError:
+        return (1, v)
+
+
+def _table_args(
+    table: Any, storage_options: dict[str, str] | None, version: int | None
+) -> tuple[str, dict[str, str] | None, int | None]:
+    if isinstance(table, (str, os.PathLike)):
+        return os.fspath(table), storage_options, version
+    uri = getattr(table, "table_uri", None)
+    if uri is None:
+        raise InvalidArgumentError(f"expected a table URI or a deltalake.DeltaTable, got {type(table).__name__}")
+    if storage_options is None:
+        storage_options = getattr(table, "_storage_options", None)
+    if version is None:
+        version = table.version()
+    return str(uri), storage_options, version

@@ -1,0 +1,690 @@
+"""The streaming rewrite of one partition: read the live rows of its files (deletion vectors applied),
+and write files where each value of ``by`` fills its own row group(s), values ascending.
+
+Memory is bounded by ``memory_budget`` (Arrow bytes held at once) plus one input batch, unless a
+single value alone is larger. When the partition fits, it is read in one pass. Otherwise the value
+domain is cut into passes that each fit: row groups whose statistics fall inside one pass are read in
+that pass; row groups that span several passes (random order) are decoded once and spilled, split by
+pass, to local Arrow IPC files. Every pass's rows are de-duplicated, sorted and written in order,
+so the output is the same however many passes it takes.
+
+Example:
+    >>> import tempfile, pyarrow as pa
+    >>> from deltalake import write_deltalake
+    >>> from deltaextras.core.snapshot import TableSnapshot
+    >>> from deltaextras.ops.options import RorderOptions
+    >>> path = tempfile.mkdtemp()
+    >>> write_deltalake(path, pa.table({"node_id": [2, 1, 2], "v": [1.0, 2.0, 3.0], "node_id_range": [0, 0, 0]}),
+    ...                 partition_by=["node_id_range"])
+    >>> snap = TableSnapshot.load(path)
+    >>> result = PartitionRewriter(snap, snap.files, "node_id", RorderOptions(), {"node_id_range": "0"}).run()
+    >>> result.rows_out, [o.row_groups for o in result.outputs]
+    (3, [2])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import itertools
+import logging
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..core.arrays import bool_array, int64_array
+from ..core.schema import conform
+from ..core.snapshot import LiveFile, TableSnapshot, open_data_file
+from ..core.stats import DEFAULT_INDEXED_COLUMNS, StatsCollector
+from ..errors import CorruptDataError, DuplicateKeyError, InvalidArgumentError
+from .layout import LAYOUT_TAG, RUN_TAG, layout_signature, writer_properties
+from .options import RorderOptions
+
+log = logging.getLogger(__name__)
+
+ROW_GROUP_MAX_BYTES = 128 * 1024 * 1024
+SPILL_BATCH_ROWS = 65_536
+RELEASE_EVERY = 16 * 1024 * 1024
+READ_THREADS = 2
+_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+_HIVE_SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+@dataclass
+class OutputFile:
+    """One written file, ready to become an ``add`` action."""
+
+    key: str
+    path: str  # percent-encoded, as the log wants it
+    size: int
+    rows: int
+    row_groups: int
+    stats: dict[str, Any]
+    tags: dict[str, str]
+    partition_values: dict[str, str | None] = field(default_factory=dict)  # as the log keys them
+
+
+@dataclass
+class RewriteResult:
+    """What a rewrite produced and what it read."""
+
+    outputs: list[OutputFile] = field(default_factory=list)
+    rows_in: int = 0
+    rows_out: int = 0
+    duplicates_removed: int = 0
+    deleted_rows_dropped: int = 0
+    passes: int = 0
+    spilled_bytes: int = 0
+    values: int = 0
+
+
+@dataclass
+class _RowGroup:
+    file: int
+    index: int
+    offset: int
+    rows: int
+    est_bytes: int
+    lo: Any
+    hi: Any
+    nulls: int | None  # None: unknown
+    passes: list[int] = field(default_factory=list)
+
+
+@dataclass
+class _Pass:
+    lo: Any = None
+    hi: Any = None
+    lo_arrow: Any = None  # the same bounds as Arrow scalars of the column's type
+    hi_arrow: Any = None
+    nulls_only: bool = False
+    everything: bool = False
+
+    def label(self) -> str:
+        if self.everything:
+            return "all values"
+        return "nulls" if self.nulls_only else f"{self.lo}..{self.hi}"
+
+
+class PartitionRewriter:
+    """Rewrite the given live files of one partition into the row-group-per-value layout."""
+
+    def __init__(
+        self,
+        snapshot: TableSnapshot,
+        files: list[LiveFile],
+        by: str,
+        options: RorderOptions,
+        partition_values: dict[str, str | None],
+        *,
+        progress: Callable[[str], None] | None = None,
+        on_output: Callable[[OutputFile], None] | None = None,
+    ) -> None:
+        self.snapshot = snapshot
+        # Called with each output file once it is complete on storage (tracing and fault injection).
+        self.on_output = on_output
+        self.storage = snapshot.storage
+        self.files = files
+        self.options = options
+        self.partition_values = partition_values
+        self.progress = progress or (lambda _msg: None)
+        schema = snapshot.schema
+        self.target = schema.file_schema
+        by_col = schema.column(by, "by")
+        if by in schema.partition_columns:
+            raise InvalidArgumentError(f"by column {by!r} is a partition column; name a data column")
+        self.by = by_col.physical
+        self.by_type = self.target.field(self.by).type
+        if pa.types.is_nested(self.by_type):
+            raise InvalidArgumentError(f"by column {by!r} has nested type {self.by_type}; name a primitive column")
+        self.sort_keys = [(self.by, "ascending", "at_end")] + [
+            (schema.column(c, "sort_by").physical, o, "at_end") for c, o in options.sort_by
+        ]
+        self.unique_keys = [self.by] + [
+            p for p in (schema.column(c, "unique_by").physical for c in options.unique_by) if p != self.by
+        ]
+        self.tags = {
+            LAYOUT_TAG: layout_signature(by, options.sort_by, options.unique_by),
+            RUN_TAG: uuid.uuid4().hex,
+        }
+        cfg = snapshot.configuration
+        stats_cols = cfg.get("delta.dataSkippingStatsColumns")
+        self.stats_columns = [c.strip() for c in stats_cols.split(",")] if stats_cols else None
+        self.indexed_columns = int(cfg.get("delta.dataSkippingNumIndexedCols", DEFAULT_INDEXED_COLUMNS))
+        self._row_bits = sum(_fixed_bits(f.type) for f in self.target)
+        self._variable_columns = {f.name for f in self.target if not _fixed_bits(f.type)}
+        self.result = RewriteResult()
+        self._parquet: list[pq.ParquetFile] = []
+        self._masks: list[np.ndarray | None] = []
+        self._row_groups: list[_RowGroup] = []
+        self._spill_dir: str | None = None
+        self._writer: _OutputWriter | None = None
+
+    # ------------------------------------------------------------------ driver
+    def run(self) -> RewriteResult:
+        """Rewrite; on any failure delete the files written so far and re-raise."""
+        try:
+            self._open_inputs()
+            passes = self._plan_passes()
+            self.result.passes = len(passes)
+            spills = self._spill(passes) if len(passes) > 1 else {}
+            for k, p in enumerate(passes):
+                started = time.monotonic()
+                # The pass's rows are handed over, not kept here: _write_pass frees them column by column.
+                rows = self._write_pass(self._gather(k, p, spills.get(k)))
+                _release()
+                self.progress(
+                    f"pass {k + 1}/{len(passes)} ({p.label()}): {rows} rows in {time.monotonic() - started:.2f}s"
+                )
+            outputs = self._writer.close() if self._writer else []
+            self.result.outputs = outputs
+            self.result.rows_out = sum(o.rows for o in outputs)
+            expected = self.result.rows_in  # live rows read, deletion vectors applied
+            if self.result.rows_out + self.result.duplicates_removed != expected:
+                raise CorruptDataError(
+                    f"rewrite accounted for {self.result.rows_out + self.result.duplicates_removed} of "
+                    f"{expected} live rows; aborting before commit"
+                )
+            return self.result
+        except BaseException:
+            self.discard()
+            raise
+        finally:
+            if self._spill_dir:
+                shutil.rmtree(self._spill_dir, ignore_errors=True)
+
+    def discard(self) -> None:
+        """Delete every output file written by this rewrite (best effort)."""
+        if self._writer is not None:
+            self._writer.abort()
+        for out in self.result.outputs:
+            try:
+                self.storage.delete(out.key)
+            except Exception:
+                log.warning("could not delete orphan %s", out.key)
+
+    # ------------------------------------------------------------------ inputs
+    def _open_inputs(self) -> None:
+        masks = self.snapshot.selection_vectors(self.files) if any(f.dv for f in self.files) else {}
+        for fi, f in enumerate(self.files):
+            pf = open_data_file(self.storage, f, pre_buffer=self.storage.local_root is None)
+            md = pf.metadata
+            mask = masks.get(f.path)
+            deleted = 0
+            if mask is not None:
+                if len(mask) < md.num_rows:
+                    mask = np.concatenate([mask, np.ones(md.num_rows - len(mask), dtype=bool)])
+                mask = mask[: md.num_rows]
+                deleted = int(md.num_rows - mask.sum())
+            self.result.deleted_rows_dropped += deleted
+            self.result.rows_in += md.num_rows - deleted
+            self._parquet.append(pf)
+            self._masks.append(mask)
+            leaf = _leaf_index(pf, self.by)
+            trusted = _comparable_stats(pf, self.by, self.by_type)
+            offset = 0
+            for i in range(md.num_row_groups):
+                rg = md.row_group(i)
+                lo = hi = None
+                nulls: int | None = None
+                if leaf is not None and trusted:
+                    st = rg.column(leaf).statistics
+                    if st is not None:
+                        if st.has_null_count:
+                            nulls = st.null_count
+                        if st.has_min_max:
+                            lo, hi = self._stat_value(st.min), self._stat_value(st.max)
+                            if lo is None or hi is None:
+                                lo = hi = None
+                elif leaf is None and rg.num_rows:
+                    nulls = rg.num_rows  # column absent from this file: every row is null
+                self._row_groups.append(_RowGroup(fi, i, offset, rg.num_rows, self._estimate(pf, rg), lo, hi, nulls))
+                offset += rg.num_rows
+
+    def _stat_value(self, value: Any) -> Any:
+        """A Parquet statistic as the Python value ``as_py()`` gives for the table's type."""
+        t = self.by_type
+        if value is None:
+            return None
+        if pa.types.is_timestamp(t):
+            if not isinstance(value, dt.datetime):
+                return None
+            if t.tz is not None:
+                return value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None else value
+            return value.astimezone(dt.timezone.utc).replace(tzinfo=None) if value.tzinfo else value
+        if (pa.types.is_string(t) or pa.types.is_large_string(t)) and isinstance(value, bytes):
+            try:
+                return value.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+        if pa.types.is_floating(t) and value != value:
+            return None
+        return value
+
+    def _estimate(self, pf: pq.ParquetFile, rg: Any) -> int:
+        """Arrow bytes of a row group, once decoded (fixed widths exactly, variable ones from Parquet)."""
+        total = self._row_bits * rg.num_rows // 8
+        for j in range(rg.num_columns):
+            col = rg.column(j)
+            name = col.path_in_schema.split(".")[0]
+            if name in self._variable_columns:
+                total += int(col.total_uncompressed_size * 1.5) + 8 * rg.num_rows
+        return total
+
+    # ------------------------------------------------------------------ passes
+    def _plan_passes(self) -> list[_Pass]:
+        total = sum(rg.est_bytes for rg in self._row_groups)
+        if total <= self.options.memory_budget:
+            for rg in self._row_groups:
+                rg.passes = [0]
+            return [_Pass(everything=True)]
+        null_rows = 0
+        counts: dict[Any, int] = {}
+        scalars: dict[Any, pa.Scalar] = {}  # the same values as Arrow scalars of the column's type
+        for rg in self._row_groups:
+            col = self._read_by_column(rg)
+            null_rows += col.null_count
+            vc = pc.value_counts(col.drop_null())
+            found = vc.field("values")
+            for j, (v, c) in enumerate(zip(found.to_pylist(), vc.field("counts").to_pylist(), strict=True)):
+                if v not in counts:
+                    counts[v] = 0
+                    scalars[v] = found[j]
+                counts[v] += c
+        ordered = sorted(counts)
+        rows = sum(rg.rows for rg in self._row_groups) or 1
+        per_row = total / rows
+        spans: list[list[int]] = []
+        acc = 0.0
+        for i, value in enumerate(ordered):
+            size = counts[value] * per_row
+            if spans and acc + size <= self.options.memory_budget:
+                spans[-1][1] = i
+                acc += size
+            else:
+                spans.append([i, i])
+                acc = size
+        passes = [
+            _Pass(lo=ordered[a], hi=ordered[b], lo_arrow=scalars[ordered[a]], hi_arrow=scalars[ordered[b]])
+            for a, b in spans
+        ]
+        if null_rows or any(rg.nulls is None or rg.nulls for rg in self._row_groups):
+            passes.append(_Pass(nulls_only=True))
+        for rg in self._row_groups:
+            rg.passes = [k for k, p in enumerate(passes) if _overlaps(rg, p)]
+        _release()
+        self.progress(f"{len(ordered)} values in {len(passes)} passes (about {total / 2**20:.0f} MiB of rows)")
+        return passes
+
+    def _read_by_column(self, rg: _RowGroup) -> pa.ChunkedArray:
+        pf = self._parquet[rg.file]
+        if self.by not in pf.schema_arrow.names:
+            return pa.chunked_array([pa.nulls(rg.rows, self.by_type)])
+        t = pf.read_row_group(rg.index, columns=[self.by], use_threads=False)
+        return conform(t, pa.schema([self.target.field(self.by)]), self.files[rg.file].path).column(0)
+
+    def _spill(self, passes: list[_Pass]) -> dict[int, str]:
+        """Decode every row group that spans several passes once, and split its rows by pass to disk."""
+        wide = [rg for rg in self._row_groups if len(rg.passes) > 1]
+        if not wide:
+            return {}
+        base = os.environ.get("DELTAEXTRAS_SPILL_DIR") or None
+        self._spill_dir = tempfile.mkdtemp(prefix="deltaextras-spill-", dir=base)
+        # Spill files are Parquet (lz4, plain): read back one column at a time, each column's memory
+        # stays in pages of its own and is returned as soon as that column has been reordered.
+        writers: dict[int, pq.ParquetWriter] = {}
+        paths: dict[int, str] = {}
+        try:
+            for rg in wide:
+                for table in self._iter_row_group(rg, SPILL_BATCH_ROWS):
+                    by_col = table.column(self.by)
+                    for k in rg.passes:
+                        part = table.filter(_pass_mask(by_col, passes[k]))
+                        if not part.num_rows:
+                            continue
+                        if k not in writers:
+                            paths[k] = os.path.join(self._spill_dir, f"pass-{k:05d}.parquet")
+                            writers[k] = pq.ParquetWriter(
+                                paths[k], self.target, compression="lz4", use_dictionary=False, write_statistics=False
+                            )
+                        writers[k].write_table(part)
+                _release()
+        finally:
+            for w in writers.values():
+                w.close()
+            _release()
+        self.result.spilled_bytes = sum(os.path.getsize(p) for p in paths.values())
+        self.progress(f"spilled {len(wide)} wide row groups ({self.result.spilled_bytes / 2**20:.1f} MiB)")
+        return paths
+
+    def _iter_row_group(self, rg: _RowGroup, batch_rows: int) -> Iterator[pa.Table]:
+        pf = self._parquet[rg.file]
+        source = self.files[rg.file].path
+        cols = [n for n in self.target.names if n in pf.schema_arrow.names]
+        mask = self._masks[rg.file]
+        offset = rg.offset
+        for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[rg.index], columns=cols, use_threads=False):
+            table = conform(batch, self.target, source)
+            if mask is not None:
+                table = table.filter(bool_array(mask[offset : offset + table.num_rows]))
+            offset += batch.num_rows
+            yield table
+
+    def _gather(self, k: int, p: _Pass, spill: str | None) -> pa.Table:
+        pieces: list[pa.Table] = []
+        by_file: dict[int, list[_RowGroup]] = {}
+        for rg in self._row_groups:
+            if len(rg.passes) == 1 and rg.passes[0] == k:
+                by_file.setdefault(rg.file, []).append(rg)
+
+        def read(item: tuple[int, list[_RowGroup]]) -> list[pa.Table]:
+            fi, groups = item
+            if len(groups) == self._parquet[fi].metadata.num_row_groups:
+                return [self._read_file(fi)]  # the whole file belongs to this pass: one read
+            return [self._read_row_group(rg) for rg in groups]
+
+        since_release = 0
+        items = list(by_file.items())
+        # Small files cost more in per-file overhead than in decoding: read two at a time.
+        with ThreadPoolExecutor(max_workers=READ_THREADS) as pool:
+            for (_fi, groups), tables in zip(items, pool.map(read, items), strict=True):
+                pieces.extend(tables)
+                since_release += sum(rg.est_bytes for rg in groups)
+                if since_release > RELEASE_EVERY:
+                    _release()  # decoding leaves scratch pages behind; return them before they pile up
+                    since_release = 0
+        if spill:
+            pieces.append(self._read_spill(spill))
+            os.remove(spill)
+        _release()
+        if not pieces:
+            return self.target.empty_table()
+        return pa.concat_tables(pieces)
+
+    def _read_spill(self, path: str) -> pa.Table:
+        spill = pq.ParquetFile(path)
+        arrays = []
+        for name in self.target.names:
+            arrays.append(spill.read(columns=[name], use_threads=False).column(0).combine_chunks())
+            _release()
+        return pa.Table.from_arrays(arrays, schema=self.target)
+
+    def _read_file(self, fi: int) -> pa.Table:
+        pf = self._parquet[fi]
+        cols = [n for n in self.target.names if n in pf.schema_arrow.names]
+        table = conform(pf.read(columns=cols), self.target, self.files[fi].path)
+        mask = self._masks[fi]
+        if mask is not None:
+            table = table.filter(bool_array(mask))
+        return table
+
+    def _read_row_group(self, rg: _RowGroup) -> pa.Table:
+        pf = self._parquet[rg.file]
+        cols = [n for n in self.target.names if n in pf.schema_arrow.names]
+        table = conform(pf.read_row_group(rg.index, columns=cols), self.target, self.files[rg.file].path)
+        mask = self._masks[rg.file]
+        if mask is not None:
+            table = table.filter(bool_array(mask[rg.offset : rg.offset + rg.rows]))
+        return table
+
+    # ------------------------------------------------------------------ one pass
+    def _write_pass(self, table: pa.Table) -> int:
+        """Sort one pass's rows and write them value by value; returns the rows written.
+
+        Rows are first put in ``by`` order (cheap: few distinct values), column by column so that at
+        most one column exists twice at any moment; then each value's rows are sorted by ``sort_by``
+        on their own while they are written, so no second full copy of the pass is ever made.
+        """
+        if not table.num_rows:
+            return 0
+        if self.options.unique_by:
+            table = self._deduplicate(table)
+        rows = table.num_rows
+        by_col = table.column(self.by).combine_chunks()  # sorting one array is ~50x faster than chunks
+        run_ends = self._run_ends(by_col)
+        order = pc.array_sort_indices(by_col, null_placement="at_end").cast(pa.int32() if rows < 2**31 else pa.int64())
+        del by_col
+        columns = list(table.columns)
+        schema = table.schema
+        del table
+        _release()
+        for i in range(len(columns)):
+            columns[i] = columns[i].take(order).combine_chunks()
+            _release()  # the old column's many small buffers are free now: give their pages back
+        del order
+        table = pa.Table.from_arrays(columns, schema=schema)
+        del columns
+        if self._writer is None:
+            self._writer = _OutputWriter(self, writer_properties(self.target, table, self.by))
+        for run in self._sorted_runs(table, run_ends):
+            self._writer.write_value(run)
+            self.result.values += 1
+        return rows
+
+    def _sorted_runs(self, table: pa.Table, run_ends: list[int]) -> Iterator[pa.Table]:
+        """Each value's rows, in ``sort_by`` order."""
+        inner = self.sort_keys[1:]
+        names = [k for k, _, _ in inner]
+        start = 0
+        for end in run_ends:
+            run = table.slice(start, end - start)
+            if inner and run.num_rows > 1:
+                run = run.take(pc.sort_indices(run.select(names), sort_keys=inner))
+            yield run
+            start = end
+
+    @staticmethod
+    def _run_ends(by_col: pa.Array) -> list[int]:
+        """Where each value's rows end once sorted by value (nulls last)."""
+        counts = pc.value_counts(by_col)
+        order = pc.array_sort_indices(counts.field("values"), null_placement="at_end")
+        return list(itertools.accumulate(counts.field("counts").take(order).to_pylist()))
+
+    def _deduplicate(self, table: pa.Table) -> pa.Table:
+        keyed = table.select(self.unique_keys).append_column("__row", int64_array(np.arange(table.num_rows)))
+        groups = keyed.group_by(self.unique_keys, use_threads=False).aggregate([("__row", "min"), ("__row", "count")])
+        dup = groups.filter(pc.greater(groups.column("__row_count"), 1))
+        if not dup.num_rows:
+            return table
+        # Rows sharing the key must be identical in every column; then keep the first of each.
+        listed = keyed.group_by(self.unique_keys, use_threads=False).aggregate([("__row", "list")])
+        multi = listed.filter(pc.greater(pc.list_value_length(listed.column("__row_list")), 1))
+        for row_ids in multi.column("__row_list").to_pylist():
+            rows = table.take(int64_array(np.array(row_ids))).to_pylist()
+            if any(r != rows[0] for r in rows[1:]):
+                key = {k: rows[0][k] for k in self.unique_keys}
+                raise DuplicateKeyError(
+                    f"rows share unique_by key {key} but differ in other columns; nothing was committed. "
+                    "Fix the duplicates or widen unique_by"
+                )
+        keep = pc.sort_indices(groups.column("__row_min"))
+        keep_rows = groups.column("__row_min").take(keep)
+        self.result.duplicates_removed += table.num_rows - len(keep_rows)
+        return table.take(keep_rows)
+
+
+def _release() -> None:
+    """Return freed Arrow memory to the operating system (the allocator otherwise keeps it)."""
+    pa.default_memory_pool().release_unused()
+
+
+def _pass_mask(col: pa.ChunkedArray, p: _Pass) -> pa.ChunkedArray:
+    """Rows of one pass of a multi-pass plan (an ``everything`` pass is never split)."""
+    if p.nulls_only:
+        return pc.is_null(col)
+    lo, hi = p.lo_arrow, p.hi_arrow
+    return pc.and_(pc.greater_equal(col, lo), pc.less_equal(col, hi))  # null rows are dropped by filter()
+
+
+def _overlaps(rg: _RowGroup, p: _Pass) -> bool:
+    """Whether a row group's statistics admit rows of one pass of a multi-pass plan."""
+    if p.nulls_only:
+        return rg.nulls is None or rg.nulls > 0
+    if rg.lo is None:  # no statistics: could hold anything, unless known to be all null
+        return not (rg.nulls is not None and rg.nulls == rg.rows)
+    return not (rg.hi < p.lo or rg.lo > p.hi)
+
+
+def _comparable_stats(pf: pq.ParquetFile, name: str, target: pa.DataType) -> bool:
+    """Whether a file's min/max of a column read back as values comparable with the table's type."""
+    if name not in pf.schema_arrow.names:
+        return False
+    t = pf.schema_arrow.field(name).type
+    if pa.types.is_timestamp(target):
+        return pa.types.is_timestamp(t) and t.unit in ("ms", "us")
+    if pa.types.is_dictionary(t):
+        return False
+    return (
+        t.equals(target)
+        or (pa.types.is_integer(t) and pa.types.is_integer(target))
+        or (pa.types.is_string(target) and (pa.types.is_string(t) or pa.types.is_large_string(t)))
+    )
+
+
+def _leaf_index(pf: pq.ParquetFile, name: str) -> int | None:
+    schema = pf.metadata.schema
+    for j in range(len(schema)):
+        if schema.column(j).path == name:
+            return j
+    return None
+
+
+def _fixed_bits(t: pa.DataType) -> int:
+    """Bits per value of a fixed-width type, validity bit included (0 for variable-width types)."""
+    try:
+        return t.bit_width + 1 if t.bit_width else 0
+    except ValueError:
+        return 0
+
+
+# ---------------------------------------------------------------------- output files
+def partition_dir(partition_values: dict[str, str | None], physical: dict[str, str]) -> str:
+    """Hive-style directory of a partition, escaped so any value makes a valid key.
+
+    Example:
+        >>> partition_dir({"node_id_range": "3"}, {})
+        'node_id_range=3'
+        >>> partition_dir({"x": "A/B"}, {})
+        'x=A%2FB'
+    """
+    parts = []
+    for col, value in partition_values.items():
+        text = _HIVE_NULL if value is None else "".join(c if c in _HIVE_SAFE else f"%{ord(c):02X}" for c in value)
+        parts.append(f"{physical.get(col, col)}={text}")
+    return "/".join(parts)
+
+
+class _OutputWriter:
+    """Writes value runs into files that roll over at ``target_file_size`` on value boundaries."""
+
+    def __init__(self, rewriter: PartitionRewriter, props: dict[str, Any]) -> None:
+        self.rw = rewriter
+        self.props = props
+        schema = rewriter.snapshot.schema
+        ordered = {c: rewriter.partition_values[c] for c in schema.partition_columns if c in rewriter.partition_values}
+        physical = {c: schema.partition_physical(c) for c in ordered}
+        self.dir = partition_dir(ordered, physical)
+        self.log_partition_values = {physical[c]: v for c, v in ordered.items()}
+        self.local = rewriter.storage.local_root
+        self.tmpdir = None if self.local else tempfile.mkdtemp(prefix="deltaextras-out-")
+        self.files: list[OutputFile] = []
+        self.row_group_rows = 1
+        self._writer: pq.ParquetWriter | None = None
+        self._sink: Any = None
+        self._key = ""
+        self._local_path = ""
+        self._stats: StatsCollector | None = None
+        self._rows = 0
+        self._groups = 0
+        self._seq = 0
+
+    def _open(self) -> None:
+        name = f"part-{self._seq:05d}-{uuid.uuid4()}.c000.zstd.parquet"
+        self._seq += 1
+        self._key = f"{self.dir}/{name}" if self.dir else name
+        if self.local is not None:
+            self._local_path = str(self.local / self._key)
+            os.makedirs(os.path.dirname(self._local_path), exist_ok=True)
+        else:
+            self._local_path = os.path.join(self.tmpdir or "", name)
+        self._sink = pa.OSFile(self._local_path, "wb")
+        self._writer = pq.ParquetWriter(self._sink, self.rw.target, **self.props)
+        self._stats = StatsCollector(
+            self.rw.target, indexed_columns=self.rw.indexed_columns, stats_columns=self.rw.stats_columns
+        )
+        self._rows = self._groups = 0
+
+    def write_value(self, table: pa.Table) -> None:
+        if self._writer is None:
+            self._open()
+        assert self._writer is not None and self._stats is not None
+        per_row = max(1, table.nbytes // max(1, table.num_rows))
+        cap = max(1, ROW_GROUP_MAX_BYTES // per_row)
+        self._writer.write_table(table, row_group_size=min(cap, max(1, table.num_rows)))
+        self._groups += -(-table.num_rows // cap)
+        self._rows += table.num_rows
+        self._stats.update(table)
+        if self._sink.tell() >= self.rw.options.target_file_size:
+            self._finish()
+
+    def _finish(self) -> None:
+        assert self._writer is not None and self._stats is not None
+        self._writer.close()
+        self._sink.close()
+        self._writer = None
+        md = pq.ParquetFile(self._local_path).metadata  # re-open: the file must read back whole
+        if md.num_rows != self._rows:
+            raise CorruptDataError(f"written file {self._key} reads back {md.num_rows} rows, not {self._rows}")
+        size = os.path.getsize(self._local_path)
+        if self.local is None:
+            self.rw.storage.put(self._key, self._local_path)
+            os.remove(self._local_path)
+        self.files.append(
+            OutputFile(
+                key=self._key,
+                path=quote(self._key, safe="/=-_.~"),
+                size=size,
+                rows=self._rows,
+                row_groups=md.num_row_groups,
+                stats=self._stats.to_dict(),
+                tags=dict(self.rw.tags),
+                partition_values=dict(self.log_partition_values),
+            )
+        )
+        self.rw.result.outputs = list(self.files)
+        if self.rw.on_output is not None:
+            self.rw.on_output(self.files[-1])
+
+    def close(self) -> list[OutputFile]:
+        if self._writer is not None:
+            self._finish()
+        if self.tmpdir:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+        return self.files
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            try:
+                self._writer.close()
+                self._sink.close()
+            except Exception:
+                pass
+            self._writer = None
+            if self.local is not None:
+                with contextlib.suppress(OSError):
+                    os.remove(self._local_path)
+        if self.tmpdir:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+        self.rw.result.outputs = list(self.files)

@@ -1,0 +1,426 @@
+"""Row Group Order Optimization: the public entry points.
+
+* :func:`rorder` — plan a table and rewrite every partition that needs it, in a local process pool.
+* :func:`rorder_single` — run one work message (one partition): rewrite, then commit.
+* :func:`rorder_setup_multi` / :func:`plan_messages` — plan for fan-out to queue workers.
+
+Example:
+    >>> import tempfile, pyarrow as pa
+    >>> from deltalake import write_deltalake, DeltaTable
+    >>> path = tempfile.mkdtemp()
+    >>> for batch in range(3):
+    ...     write_deltalake(path, pa.table({"node_id": [3, 1, 2], "utc_time": [batch] * 3,
+    ...                                     "node_id_range": [0, 0, 0]}),
+    ...                     partition_by=["node_id_range"], mode="append")
+    >>> report = rorder(path, sort_by="utc_time")
+    >>> report.summary()
+    '1 partition(s): 1 committed, 0 skipped, 0 failed'
+    >>> DeltaTable(path).count()
+    9
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing
+import os
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Any
+
+import pyarrow as pa
+
+from ..core.actions import add_action, commit_info, encode, now_ms, remove_action, txn_action
+from ..core.commit import Intent, commit, maybe_checkpoint, scan_winners
+from ..core.snapshot import LiveFile, TableSnapshot
+from ..core.storage import TableStorage
+from ..errors import (
+    CommitConflictError,
+    MessageError,
+    PartitionsFailedError,
+)
+from .message import RorderMessage
+from .plan import in_layout, plan_table, resolve_unit
+from .report import PartitionReport, RorderReport
+from .rewrite import OutputFile, PartitionRewriter, RewriteResult
+
+log = logging.getLogger(__name__)
+
+Hooks = Mapping[str, Callable[..., None]]
+
+
+def app_id_for(partition_name: str | None, partition_value: str | None) -> str:
+    """The ``txn`` appId of one partition's rewrites (stable across plans and redeliveries).
+
+    Example:
+        >>> app_id_for("node_id_range", "3")
+        'deltaextras.rorder:["node_id_range","3"]'
+    """
+    return "deltaextras.rorder:" + json.dumps([partition_name, partition_value], separators=(",", ":"))
+
+
+def rorder_single(
+    message: RorderMessage | Mapping[str, Any] | str | bytes,
+    *,
+    storage_options: Mapping[str, str] | None = None,
+    progress: Callable[[str], None] | None = None,
+    hooks: Hooks | None = None,
+    snapshot: TableSnapshot | None = None,
+) -> PartitionReport:
+    """Rewrite and commit one partition described by a work message.
+
+    Returns a report with status ``committed`` or ``skipped`` (already in layout, already committed by
+    an earlier delivery, no live files). Raises a :class:`~deltaextras.errors.DeltaExtrasError` on
+    failure; its ``retryable`` flag tells whether a later attempt can succeed. Nothing is committed
+    on failure and the files written so far are deleted.
+
+    ``hooks`` (for tracing and fault injection) may name callables ``after_output(output_file)``
+    (each output file, once it is complete on storage), ``after_rewrite(outputs)``,
+    ``before_commit(version)`` and ``after_commit(version)``. ``snapshot`` lets a caller that has
+    just planned the same table version skip loading it again.
+
+    Example:
+        >>> import tempfile, pyarrow as pa
+        >>> from deltalake import write_deltalake
+        >>> path = tempfile.mkdtemp()
+        >>> write_deltalake(path, pa.table({"node_id": [2, 1], "node_id_range": [0, 0]}),
+        ...                 partition_by=["node_id_range"])
+        >>> rorder_single({"path": path, "partition_value": 0}).status
+        'committed'
+        >>> rorder_single({"path": path, "partition_value": 0}).reason
+        'already in layout: 1 file(s) from one rewrite'
+    """
+    started = time.monotonic()
+    hooks = hooks or {}
+    msg = _as_message(message)
+    if (
+        snapshot is not None
+        and snapshot.version == msg.version
+        and snapshot.storage.uri == TableStorage.normalize(msg.path)
+    ):
+        snap, storage = snapshot, snapshot.storage
+    else:
+        storage = TableStorage(msg.path, storage_options)
+        snap = TableSnapshot.load(msg.path, dict(storage_options or {}), msg.version, storage=storage)
+    unit, by = resolve_unit(snap, msg.options.by, msg.partition_name)
+    label = None if unit is None else f"{unit}={msg.partition_value}"
+    report = PartitionReport(table=storage.uri, partition=label, status="skipped", read_version=snap.version)
+
+    files = _select_files(snap, unit, msg)
+    if not files:
+        report.reason = f"no live files at version {snap.version}"
+        return _finish(report, started)
+    app_id = app_id_for(unit, msg.partition_value)
+    intent = Intent({f.path for f in files}, app_id, snap.version)
+    if snap.txns.get(app_id, -1) >= snap.version:
+        report.reason = f"already committed (txn {app_id} at version {snap.txns[app_id]})"
+        return _finish(report, started)
+    _, done = scan_winners(storage, snap.version, intent)
+    if done:
+        report.reason = "already committed by an earlier delivery of this work"
+        return _finish(report, started)
+    if msg.files is None:
+        why = in_layout(snap, files, by, msg.options)
+        if why:
+            report.reason = why
+            return _finish(report, started)
+
+    outputs, result = _rewrite(snap, files, by, msg, progress, hooks.get("after_output"))
+    try:
+        if "after_rewrite" in hooks:
+            hooks["after_rewrite"](outputs)
+        ts = now_ms()
+        actions = [
+            commit_info(
+                read_version=snap.version,
+                timestamp=ts,
+                parameters={
+                    "predicate": [f"{unit} = {msg.partition_value}"] if unit else [],
+                    "rorderBy": by,
+                    "sortBy": [list(p) for p in msg.options.sort_by],
+                    "uniqueBy": list(msg.options.unique_by),
+                    "targetFileSize": msg.options.target_file_size,
+                },
+                metrics={
+                    "numRemovedFiles": len(files),
+                    "numAddedFiles": len(outputs),
+                    "numRemovedBytes": sum(f.size for f in files),
+                    "numAddedBytes": sum(o.size for o in outputs),
+                    "numDeletionVectorsRemoved": sum(1 for f in files if f.dv),
+                    "numDeletedRowsPurged": result.deleted_rows_dropped,
+                    "numDuplicateRowsRemoved": result.duplicates_removed,
+                    "numOutputRows": result.rows_out,
+                    "numOutputRowGroups": sum(o.row_groups for o in outputs),
+                },
+            ),
+            txn_action(app_id, snap.version, ts),
+            *(remove_action(f.add, ts) for f in files),
+            *(add_action(o, o.partition_values, ts) for o in outputs),
+        ]
+        payload = encode(actions)
+        outcome = commit(
+            storage,
+            snap.version,
+            intent,
+            lambda _v: payload,
+            before_put=hooks.get("before_commit"),
+        )
+    except BaseException:
+        _delete_outputs(storage, outputs)
+        raise
+    if outcome.version is None:
+        _delete_outputs(storage, outputs)
+        report.reason = "already committed by a concurrent delivery of this work"
+        return _finish(report, started)
+    if "after_commit" in hooks:
+        hooks["after_commit"](outcome.version)
+    maybe_checkpoint(storage, outcome.version, snap.configuration, snap.protocol)
+    report.status = "committed"
+    report.reason = f"{len(files)} file(s) rewritten"
+    report.commit_version = outcome.version
+    report.commit_attempts = outcome.attempts
+    report.files_removed = len(files)
+    report.files_added = len(outputs)
+    report.bytes_removed = sum(f.size for f in files)
+    report.bytes_added = sum(o.size for o in outputs)
+    report.rows = result.rows_out
+    report.values = result.values
+    report.row_groups = sum(o.row_groups for o in outputs)
+    report.duplicates_removed = result.duplicates_removed
+    report.deleted_rows_purged = result.deleted_rows_dropped
+    report.passes = result.passes
+    report.spilled_bytes = result.spilled_bytes
+    return _finish(report, started)
+
+
+def _as_message(message: Any) -> RorderMessage:
+    if isinstance(message, RorderMessage):
+        return message
+    if isinstance(message, (str, bytes)):
+        return RorderMessage.decode(message)
+    return RorderMessage.from_dict(dict(message) if isinstance(message, Mapping) else message)
+
+
+def _select_files(snap: TableSnapshot, unit: str | None, msg: RorderMessage) -> list[LiveFile]:
+    if unit is None:
+        if msg.has_partition and msg.partition_value is not None:
+            raise MessageError(
+                f"the table is not partitioned but the message names partition_value {msg.partition_value!r}"
+            )
+        files = list(snap.files)
+    else:
+        if not msg.has_partition:
+            raise MessageError(
+                f"the table is partitioned by {unit!r}; the message must name partition_value "
+                "(null for the null partition)"
+            )
+        files = snap.partition_files(unit, msg.partition_value)
+    if msg.files is None:
+        return files
+    live = {f.path: f for f in files}
+    chosen = []
+    for path, _size in msg.files:
+        f = live.get(path)
+        if f is None:
+            raise CommitConflictError(
+                f"planned file {path} is not a live file of {unit}={msg.partition_value} at version "
+                f"{snap.version}; the plan is stale or for another partition. Plan again"
+            )
+        chosen.append(f)
+    return chosen
+
+
+def _rewrite(
+    snap: TableSnapshot,
+    files: list[LiveFile],
+    by: str,
+    msg: RorderMessage,
+    progress: Callable[[str], None] | None,
+    on_output: Callable[[OutputFile], None] | None = None,
+) -> tuple[list[OutputFile], RewriteResult]:
+    """Rewrite each partition directory of the unit (one, unless the table has several partition columns)."""
+    groups: dict[tuple[tuple[str, Any], ...], list[LiveFile]] = {}
+    for f in files:
+        groups.setdefault(tuple(sorted(f.partition_values.items())), []).append(f)
+    outputs: list[OutputFile] = []
+    total = RewriteResult()
+    try:
+        for key, group in groups.items():
+            rw = PartitionRewriter(snap, group, by, msg.options, dict(key), progress=progress, on_output=on_output)
+            res = rw.run()
+            outputs.extend(res.outputs)
+            for name in (
+                "rows_in",
+                "rows_out",
+                "duplicates_removed",
+                "deleted_rows_dropped",
+                "spilled_bytes",
+                "values",
+            ):
+                setattr(total, name, getattr(total, name) + getattr(res, name))
+            total.passes = max(total.passes, res.passes)
+    except BaseException:
+        _delete_outputs(snap.storage, outputs)
+        raise
+    total.outputs = outputs
+    return outputs, total
+
+
+def _delete_outputs(storage: TableStorage, outputs: list[OutputFile]) -> None:
+    for o in outputs:
+        try:
+            storage.delete(o.key)
+        except Exception:
+            log.warning("could not delete orphan %s (vacuum will)", o.key)
+
+
+def _finish(report: PartitionReport, started: float) -> PartitionReport:
+    report.seconds = round(time.monotonic() - started, 3)
+    log.info("%s", json.dumps({"event": "rorder_partition", **report.to_dict()}, default=str))
+    return report
+
+
+# ---------------------------------------------------------------------- many partitions
+def _run_one(
+    message: dict[str, Any], storage_options: dict[str, str] | None, snapshot: TableSnapshot | None = None
+) -> dict[str, Any]:
+    """Process-pool entry: never raises; failures come back as a failed report."""
+    started = time.monotonic()
+    try:
+        return rorder_single(message, storage_options=storage_options, snapshot=snapshot).to_dict()
+    except Exception as exc:
+        return PartitionReport.failure(message, exc, time.monotonic() - started).to_dict()
+
+
+def rorder(
+    dt_or_uri: Any,
+    *,
+    sort_by: Any = None,
+    unique_by: Any = None,
+    by: str | None = None,
+    partitions: list[Any] | None = None,
+    target_file_size: int | None = None,
+    memory_budget: int | None = None,
+    max_deleted_rows_ratio: float | None = None,
+    max_workers: int | None = None,
+    storage_options: dict[str, str] | None = None,
+    progress: Callable[[PartitionReport], None] | None = None,
+    raise_on_failure: bool = True,
+    max_materialize_size: int | None = None,
+) -> RorderReport:
+    """Rewrite every partition (or the named ``partitions``) that is not yet in layout.
+
+    Each partition is its own transaction; partitions run in a process pool of ``max_workers``
+    (default: CPU count; 1 runs in this process). ``progress`` is called with each partition's report
+    as it finishes. If any partition failed, :class:`~deltaextras.errors.PartitionsFailedError` is
+    raised after all the others finished (``raise_on_failure=False`` returns the report instead).
+    ``max_materialize_size`` is accepted for compatibility and ignored: memory is bounded by
+    ``memory_budget``.
+
+    Example:
+        >>> import tempfile, pyarrow as pa
+        >>> from deltalake import write_deltalake
+        >>> path = tempfile.mkdtemp()
+        >>> write_deltalake(path, pa.table({"k": [2, 1, 2, 11, 10], "k_range": [0, 0, 0, 1, 1]}),
+        ...                 partition_by=["k_range"])
+        >>> [r.status for r in rorder(path, max_workers=1)]
+        ['committed', 'committed']
+    """
+    del max_materialize_size
+    plan = plan_table(
+        dt_or_uri,
+        by=by,
+        sort_by=sort_by,
+        unique_by=unique_by,
+        partitions=partitions,
+        target_file_size=target_file_size,
+        memory_budget=memory_budget,
+        max_deleted_rows_ratio=max_deleted_rows_ratio,
+        storage_options=storage_options,
+    )
+    options = _plan_storage_options(dt_or_uri, storage_options)
+    report = RorderReport()
+    for p in plan.skipped():
+        skipped = PartitionReport(
+            plan.uri, None if p.partition_name is None else p.label, "skipped", p.reason, plan.version
+        )
+        report.partitions.append(skipped)
+        if progress:
+            progress(skipped)
+    messages = [m.to_dict() for m in plan.messages()]
+    workers = max(1, min(max_workers or os.cpu_count() or 1, len(messages)))
+    if workers == 1:
+        for m in messages:
+            r = PartitionReport(**_run_one(m, options, plan.snapshot))
+            report.partitions.append(r)
+            if progress:
+                progress(r)
+    else:
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            futures = [pool.submit(_run_one, m, options) for m in messages]
+            for fut in as_completed(futures):
+                r = PartitionReport(**fut.result())
+                report.partitions.append(r)
+                if progress:
+                    progress(r)
+    order = {p.label: i for i, p in enumerate(plan.partitions)}
+    report.partitions.sort(key=lambda r: order.get(r.partition or "(table)", 0))
+    if report.failed and raise_on_failure:
+        first = report.failed[0]
+        raise PartitionsFailedError(
+            f"{report.summary()}; first failure {first.partition}: {first.error_type}: {first.reason}", report
+        )
+    return report
+
+
+def _plan_storage_options(dt_or_uri: Any, storage_options: dict[str, str] | None) -> dict[str, str] | None:
+    if storage_options is not None or isinstance(dt_or_uri, (str, os.PathLike)):
+        return storage_options
+    return getattr(dt_or_uri, "_storage_options", None)
+
+
+def plan_messages(dt_or_uri: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    """Ready-to-send messages (JSON objects), one per partition that needs work.
+
+    Takes the options of :func:`~deltaextras.ops.plan.plan_table`. Encode each with
+    ``RorderMessage.from_dict(m).encode()`` for an Azure queue (base64 JSON).
+
+    Example:
+        >>> import tempfile, pyarrow as pa
+        >>> from deltalake import write_deltalake
+        >>> path = tempfile.mkdtemp()
+        >>> write_deltalake(path, pa.table({"k": [2, 1], "k_range": [0, 0]}), partition_by=["k_range"])
+        >>> [m["partition_value"] for m in plan_messages(path)]
+        ['0']
+    """
+    return [m.to_dict() for m in plan_table(dt_or_uri, **kwargs).messages()]
+
+
+def rorder_setup_multi(dt: Any, **kwargs: Any) -> tuple[int, str, str | None, pa.Table]:
+    """Plan for fan-out, as the original API: ``(version, table_uri, partition_name, by_group)``.
+
+    ``by_group`` has one row per partition that needs work, with columns ``partition_values``,
+    ``path_list`` and ``size_bytes_list``. Prefer :func:`plan_messages`, which returns ready messages.
+
+    Example:
+        >>> import tempfile, pyarrow as pa
+        >>> from deltalake import write_deltalake
+        >>> path = tempfile.mkdtemp()
+        >>> write_deltalake(path, pa.table({"k": [2, 1], "k_range": [0, 0]}), partition_by=["k_range"])
+        >>> version, uri, name, by_group = rorder_setup_multi(path)
+        >>> version, name, by_group.num_rows
+        (0, 'k_range', 1)
+    """
+    plan = plan_table(dt, **kwargs)
+    parts = plan.to_rewrite()
+    by_group = pa.table(
+        {
+            "partition_values": pa.array([p.partition_value for p in parts], pa.string()),
+            "path_list": pa.array([[f.path for f in p.files] for p in parts], pa.list_(pa.string())),
+            "size_bytes_list": pa.array([[f.size for f in p.files] for p in parts], pa.list_(pa.int64())),
+        }
+    )
+    return plan.version, plan.uri, plan.partition_name, by_group

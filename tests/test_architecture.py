@@ -1,0 +1,113 @@
+"""The package's shape: layers import downwards only, no module imports another in a cycle, and the
+library imports no cloud SDK until an adapter asks for one."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+LIBRARY = Path(__file__).resolve().parent.parent / "shared"
+# Lower layers first: a module may import its own layer and the layers before it, never one after.
+LAYERS = ("errors", "version", "core", "expr", "ops", "app")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(LIBRARY).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(["deltaextras", *parts])
+
+
+def _imports(path: Path) -> set[str]:
+    """Modules of deltaextras that ``path`` imports (at any depth in the file, lazily or not)."""
+    name = _module_name(path)
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "deltaextras":
+                continue
+            for alias in node.names:
+                found.add(f"{target}.{alias.name}")
+            found.add(target)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "deltaextras")
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = {_module_name(p): p for p in LIBRARY.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        if path.name == "__init__.py":
+            continue  # package initialisers re-export; they are not part of the layering
+        graph[name] = {t for t in _imports(path) if t in modules and t != name and not t.endswith("__init__")}
+        graph[name] = {t for t in graph[name] if modules[t].name != "__init__.py"}
+    return graph
+
+
+def _layer(module: str) -> int:
+    top = module.split(".")[1] if "." in module else ""
+    return LAYERS.index(top) if top in LAYERS else -1
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[str]:
+    """Every cycle met by a depth-first walk of ``graph`` (module -> modules it imports)."""
+    cycles: list[str] = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                cycles.append(" -> ".join([*stack[stack.index(nxt) :], nxt]))
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    return cycles
+
+
+def test_no_import_cycles() -> None:
+    graph = _graph()
+    assert len(graph) > 30 and sum(map(len, graph.values())) > 50  # the walk really sees the package
+    cycles = find_cycles(graph)
+    assert not cycles, f"import cycles: {cycles[:5]}"
+
+
+def test_cycle_finder_reports_a_cycle() -> None:
+    assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a -> b -> c -> a"]
+    assert find_cycles({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
+
+
+def test_layers_import_downwards_only() -> None:
+    upward = [
+        f"{src} imports {dst}"
+        for src, targets in _graph().items()
+        for dst in targets
+        if _layer(src) >= 0 and _layer(dst) > _layer(src)
+    ]
+    assert not upward, f"imports against the layering {LAYERS}: {sorted(upward)[:10]}"
+
+
+def test_import_loads_no_cloud_sdk_or_spark() -> None:
+    code = (
+        "import sys, deltaextras; "
+        "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('azure', 'boto3', 'botocore', 'pyspark', 'pandas', 'polars'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "", f"import deltaextras loaded {done.stdout.strip()}"
