@@ -47,6 +47,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -67,9 +68,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyroaring import BitMap
 
-from ..core.actions import encode, now_ms, remove_action
+from ..core.actions import Action, Add, Cdc, CommitInfo, DeletionVectorDescriptor, now_ms
 from ..core.arrays import bool_array, constant_array, py_value, scalar, true_mask
-from ..core.commit import MAX_LOST_RACES, maybe_checkpoint
+from ..core.conflicts import Conflict, IsolationLevel, ReadSet, Winner
 from ..core.dv import (
     DEFAULT_INLINE_MAX_BYTES,
     VectorFileWriter,
@@ -79,21 +80,22 @@ from ..core.dv import (
     keep_mask,
     read_deletion_vectors,
 )
-from ..core.log import commit_key, latest_version, read_commit, replay
-from ..core.protocol import check_protocol, has_feature
+from ..core.log import latest_version, replay
+from ..core.protocol import check_protocol
 from ..core.schema import TableSchema, conform
 from ..core.snapshot import LiveFile, TableSnapshot, open_data_file
 from ..core.stats import DEFAULT_INDEXED_COLUMNS, StatsCollector
 from ..core.storage import TableStorage
+from ..core.transaction import CommitResult, Transaction
 from ..errors import (
     CommitConflictError,
-    CommitRetriesExhaustedError,
     CorruptDataError,
     InvalidArgumentError,
+    MetadataChangedError,
+    ProtocolChangedError,
     UnsupportedFeatureError,
 )
 from ..expr.predicate import Expr, FieldStats, bind, evaluate, might_be_true, parse
-from ..version import __version__
 
 log = logging.getLogger(__name__)
 
@@ -102,20 +104,6 @@ MAX_RESTARTS = 16
 SCAN_THREADS = 8
 SCAN_BATCH_ROWS = 131_072
 PROGRESS_SECONDS = 10.0  # a progress line (INFO) at most this often while files are scanned
-ENGINE = f"deltaextras/{__version__}"
-_ADD_KEYS = (
-    "path",
-    "partitionValues",
-    "size",
-    "modificationTime",
-    "dataChange",
-    "stats",
-    "tags",
-    "deletionVector",
-    "baseRowId",
-    "defaultRowCommitVersion",
-    "clusteringProvider",
-)
 _STRING_MAX_PAD = "\U0010ffff"
 
 Hooks = Mapping[str, Callable[..., None]]
@@ -232,10 +220,10 @@ def delete(
         op = _DeleteOperation(storage, predicate, expr, mode, inline_max_bytes, hooks or {})
         try:
             report = op.run()
-        except _Restart as why:
-            op.discard()
+        except (_Restart, MetadataChangedError, ProtocolChangedError) as why:
+            op.abort()
             restarts += 1
-            attempts += op.report.commit_attempts
+            attempts += op.txn.attempts if op.txn is not None else 0
             log.info("delete on %s starts over: %s", storage.uri, why)
             if restarts > MAX_RESTARTS:
                 raise CommitConflictError(
@@ -244,7 +232,7 @@ def delete(
                 ) from None
             continue
         except BaseException:
-            op.discard()
+            op.abort()  # deletes what it wrote only when no log version can name it
             raise
         report.restarts = restarts
         report.commit_attempts += attempts
@@ -277,14 +265,15 @@ def load_snapshot(storage: TableStorage, version: int | None = None) -> TableSna
     """
     v = latest_version(storage) if version is None else version
     state = replay(storage, v)
-    check_protocol(state.protocol, dict(state.metadata.get("configuration") or {}), state.metadata.get("schemaString"))
+    assert state.protocol is not None and state.metadata is not None
+    check_protocol(state.protocol, dict(state.metadata.configuration or {}), state.metadata.schema_string)
     return TableSnapshot(storage, state, None)
 
 
 def deletion_vectors_enabled(snapshot: TableSnapshot) -> bool:
     """Whether a writer may add deletion vectors: feature in the protocol and the table property true."""
     return (
-        has_feature(snapshot.protocol, "deletionVectors")
+        snapshot.protocol.has_feature("deletionVectors")
         and str(snapshot.configuration.get("delta.enableDeletionVectors", "false")).lower() == "true"
     )
 
@@ -299,11 +288,11 @@ class _Target:
     matched: BitMap | None
     existing: BitMap | None = None  # None until read (whole-file targets never need it)
     outcome: str = ""  # remove | dv | rewrite | none
-    descriptor: dict[str, Any] | None = None
-    rewritten: dict[str, Any] | None = None  # the add of a copy-on-write output
+    descriptor: DeletionVectorDescriptor | None = None
+    rewritten: Add | None = None  # the add of a copy-on-write output
     output_key: str | None = None
     rows_kept: int = 0
-    cdc: dict[str, Any] | None = None  # the cdc action of its change data file (copy-on-write + CDF)
+    cdc: Cdc | None = None  # the cdc action of its change data file (copy-on-write + CDF)
 
     @property
     def path(self) -> str:
@@ -338,8 +327,7 @@ class _DeleteOperation:
         self.inline_max_bytes = inline_max_bytes
         self.hooks = hooks
         self.report = DeleteReport(storage.uri, predicate)
-        self.written: list[str] = []  # keys of vector, rewritten and change data files we wrote
-        self.last_actions: list[dict[str, Any]] = []
+        self.txn: Transaction | None = None
         self.targets: dict[str, _Target] = {}
         self.scanned_paths: set[str] = set()
         self.replacements: set[str] = set()
@@ -348,6 +336,16 @@ class _DeleteOperation:
     def run(self) -> DeleteReport:
         snap = load_snapshot(self.storage)
         self._setup(snap)
+        # WriteSerializable, as Delta's DELETE: files added by a concurrent commit that is not a blind append
+        # and may hold matching rows must be read; removed files we read are resolved row by row.
+        self.txn = Transaction(
+            snap,
+            "DELETE",
+            IsolationLevel.WRITE_SERIALIZABLE,
+            ReadSet(might_match=self._might_match),
+            resolve=self._resolve_winners,
+            before_put=self.hooks.get("before_commit"),
+        )
         started = time.monotonic()
         self.report.files_considered = len(snap.files)
         for t in self._scan(snap, snap.files):
@@ -379,7 +377,7 @@ class _DeleteOperation:
         # vector of each file (as Databricks writes them). Rewrites and outright removals do; and once a
         # commit has cdc actions, readers ignore its add and remove actions, so then every file gets one.
         self.cdf = change_data_feed_enabled(snap)
-        fields = json.loads(snap.metadata["schemaString"])["fields"]
+        fields = json.loads(snap.metadata.schema_string or "")["fields"]
         self.full_schema = TableSchema(fields, [], snap.schema.mapping_mode)
         self.types = {c.name: self.full_schema.file_schema.field(c.physical).type for c in self.full_schema.columns}
         self.expr = bind(self.unbound, self.types)
@@ -432,7 +430,17 @@ class _DeleteOperation:
                             matched,
                         )
         self.scanned_paths.update(f.path for f in files)
+        if self.txn is not None:
+            self.txn.read.files.update(f.path for f in files)
         return targets
+
+    def _might_match(self, add: Add) -> bool:
+        """Whether an added file may hold rows the predicate matches (its partition values and statistics)."""
+        f = self.snap.live_file(add)
+        parts = self._partition_scalars(f)
+        if self.partition_only:
+            return self._partition_verdict(parts)
+        return might_be_true(self.expr, self._file_stats(f, parts))
 
     def _scan_threads(self) -> int:
         """Files scanned at once: one per CPU on local disk (decoding bound), more on object stores
@@ -589,7 +597,8 @@ class _DeleteOperation:
             t.descriptor = d
 
     def _write_vector_file(self, writer: VectorFileWriter) -> None:
-        self.written.append(writer.key)
+        assert self.txn is not None
+        self.txn.wrote(writer.key)
         writer.write(self.storage)
 
     def _rewrite(self, t: _Target) -> None:
@@ -612,7 +621,8 @@ class _DeleteOperation:
         directory = t.file.key.rpartition("/")[0]
         name = f"part-00000-{uuid.uuid4()}-c000.zstd.parquet"
         key = f"{directory}/{name}" if directory else name
-        self.written.append(key)
+        assert self.txn is not None
+        self.txn.wrote(key)
         gone = None
         changes = None
         if self.cdf:
@@ -648,23 +658,22 @@ class _DeleteOperation:
         t.outcome = "rewrite"
         t.output_key = key
         t.rows_kept = kept
-        t.rewritten = {
-            "add": {
-                "path": quote(key, safe="/=-_.~"),
-                "partitionValues": dict(t.file.add.get("partitionValues") or {}),
-                "size": size,
-                "modificationTime": now_ms(),
-                "dataChange": True,
-                "stats": json.dumps(collector.to_dict(), separators=(",", ":")),
-            }
-        }
+        t.rewritten = Add(
+            path=quote(key, safe="/=-_.~"),
+            partition_values=dict(t.file.add.partition_values or {}),
+            size=size,
+            modification_time=now_ms(),
+            data_change=True,
+            stats=json.dumps(collector.to_dict(), separators=(",", ":")),
+        )
 
     def _change_sink(self, t: _Target) -> _ChangeSink:
         """A change data file for the rows deleted from one file (in ``_change_data/<partition dir>/``)."""
         directory = t.file.key.rpartition("/")[0]
         name = f"cdc-00000-{uuid.uuid4()}.c000.zstd.parquet"
         key = f"_change_data/{directory}/{name}" if directory else f"_change_data/{name}"
-        self.written.append(key)
+        assert self.txn is not None
+        self.txn.wrote(key)
         return _ChangeSink(self.storage, key, self.snap.schema.file_schema)
 
     def _needs_changes(self) -> bool:
@@ -704,22 +713,20 @@ class _DeleteOperation:
             raise
 
     # ------------------------------------------------------------------------------ commit
-    def _actions(self, read_version: int) -> list[dict[str, Any]]:
+    def _actions(self) -> list[Action]:
         ts = now_ms()
-        active = [t for t in self.targets.values() if t.outcome != "none"]
-        removes: list[dict[str, Any]] = []
-        adds: list[dict[str, Any]] = []
-        for t in sorted(active, key=lambda t: t.path):
-            r = remove_action(t.file.add, ts)
-            r["remove"]["dataChange"] = True
-            removes.append(r)
+        active = sorted((t for t in self.targets.values() if t.outcome != "none"), key=lambda t: t.path)
+        removes: list[Action] = []
+        adds: list[Action] = []
+        for t in active:
+            removes.append(t.file.add.retire(ts, data_change=True))
             if t.outcome == "dv":
                 assert t.descriptor is not None
                 adds.append(dv_add(t.file.add, t.descriptor, t.num_rows))
             elif t.outcome == "rewrite":
                 assert t.rewritten is not None
                 adds.append(t.rewritten)
-        changes = [t.cdc for t in sorted(active, key=lambda t: t.path) if t.cdc] if self._needs_changes() else []
+        changes: list[Action] = [t.cdc for t in active if t.cdc] if self._needs_changes() else []
         rows = sum(t.new_rows for t in active)
         dv_targets = [t for t in active if t.outcome == "dv"]
         metrics = {
@@ -732,52 +739,38 @@ class _DeleteOperation:
             "numDeletionVectorsUpdated": sum(1 for t in dv_targets if t.file.dv),
             "numAddedChangeFiles": len(changes),
             "numRemovedBytes": sum(t.file.size for t in active if t.outcome in ("remove", "rewrite")),
-            "numAddedBytes": sum(int(t.rewritten["add"]["size"]) for t in active if t.rewritten),
+            "numAddedBytes": sum(t.rewritten.size for t in active if t.rewritten),
             "scanTimeMs": int(self.report.scan_seconds * 1000),
         }
-        info = {
-            "commitInfo": {
-                "timestamp": ts,
-                "operation": "DELETE",
-                "operationParameters": {"predicate": self.predicate},
-                "readVersion": read_version,
-                "isolationLevel": "WriteSerializable",
-                "isBlindAppend": False,
-                "operationMetrics": {k: str(v) for k, v in metrics.items()},
-                "engineInfo": ENGINE,
-                "txnId": str(uuid.uuid4()),
-            }
-        }
+        info = CommitInfo(
+            timestamp=ts,
+            operation="DELETE",
+            operation_parameters={"predicate": self.predicate},
+            is_blind_append=False,
+            operation_metrics={k: str(v) for k, v in metrics.items()},
+        )
         return [info, *removes, *adds, *changes]
 
+    def _build(self, _version: int) -> list[Action]:
+        """The actions of the next attempt (empty: no row is left to delete)."""
+        if not any(t.outcome != "none" for t in self.targets.values()):
+            return []
+        self._prepare_changes()
+        return self._actions()
+
     def _commit(self, read_version: int) -> DeleteReport:
+        del read_version  # the transaction knows it
+        assert self.txn is not None
+        result: CommitResult = self.txn.commit(self._build)
         report = self.report
-        next_version = read_version + 1
-        base = read_version
-        while True:
-            next_version, base = self._merge_winners(next_version, base)
-            if not any(t.outcome != "none" for t in self.targets.values()):
-                self._finish_counts()
-                report.commit_version = None
-                self.discard()
-                return report
-            report.commit_attempts += 1
-            if "before_commit" in self.hooks:
-                self.hooks["before_commit"](next_version)
-            self._prepare_changes()
-            self.last_actions = self._actions(base)
-            payload = encode(self.last_actions)
-            if self.storage.put_if_absent(commit_key(next_version), payload):
-                break
-            if report.commit_attempts >= MAX_LOST_RACES:
-                raise CommitRetriesExhaustedError(
-                    f"lost the race for the next log version {report.commit_attempts} times in a row; nothing was "
-                    "committed, retry later"
-                )
-        report.commit_version = next_version
+        report.commit_attempts = self.txn.attempts
         self._finish_counts()
-        self._drop_unused_outputs()
-        maybe_checkpoint(self.storage, next_version, self.snap.configuration, self.snap.protocol)
+        if result.version is None:
+            report.commit_version = None
+            self.txn.abort()
+            return report
+        report.commit_version = result.version
+        self._drop_unused_outputs(result.actions)
         return report
 
     def _finish_counts(self) -> None:
@@ -790,52 +783,49 @@ class _DeleteOperation:
         dv = [t for t in active if t.outcome == "dv"]
         r.deletion_vectors_added = sum(1 for t in dv if not t.file.dv)
         r.deletion_vectors_updated = sum(1 for t in dv if t.file.dv)
-        r.inline_vectors = sum(1 for t in dv if t.descriptor and t.descriptor["storageType"] == "i")
-        used = {t.descriptor["pathOrInlineDv"] for t in dv if t.descriptor and t.descriptor["storageType"] == "u"}
+        r.inline_vectors = sum(1 for t in dv if t.descriptor and t.descriptor.storage_type == "i")
+        used = {t.descriptor.path_or_inline_dv for t in dv if t.descriptor and t.descriptor.storage_type == "u"}
         r.vector_files_written = len(used)
-        r.bytes_added = sum(int(t.rewritten["add"]["size"]) for t in active if t.rewritten)
+        r.bytes_added = sum(t.rewritten.size for t in active if t.rewritten)
 
-    def _merge_winners(self, version: int, base: int) -> tuple[int, int]:
-        """Read every commit from ``version`` on; fold the ones that touched our files into the plan.
+    # ------------------------------------------------------------------------------ row-level resolution
+    def _resolve_winners(self, winners: list[Winner], conflicts: list[Conflict], version: int) -> None:
+        """Fold winners that touched what we read into the plan (the transaction's resolver).
 
-        Returns the first free version and the version the plan now reflects.
+        A changed deletion vector of one of our files is re-read and unioned; a file of ours removed
+        outright (a compaction) is replaced by scanning the files its commit added; files a commit that
+        is not a blind append added, and that may hold matching rows, are scanned too (WriteSerializable:
+        the winner comes first). Copy-on-write starts over when one of its files changed.
         """
         stale: set[str] = set()
         gone: set[str] = set()
-        v = version
-        while True:
-            actions = read_commit(self.storage, v)
-            if actions is None:
-                break
-            if any("metaData" in a or "protocol" in a for a in actions):
-                raise _Restart(f"commit {v} changed the table's metadata or protocol")
-            removed = {a["remove"]["path"] for a in actions if "remove" in a}
-            added = {a["add"]["path"] for a in actions if "add" in a}
+        for w in winners:
+            removed = {r.path for r in w.removes}
+            added = {a.path for a in w.adds}
             mine = removed & (set(self.targets) | gone | stale)
             if mine:
                 self.report.conflicts_resolved += 1
                 for p in sorted(mine):
                     if p in added:
                         stale.add(p)
-                        self.report.conflicts.append(f"v{v}: deletion vector of {p} changed")
+                        self.report.conflicts.append(f"v{w.version}: deletion vector of {p} changed")
                     else:
                         gone.add(p)
                         stale.discard(p)
-                        self.report.conflicts.append(f"v{v}: {p} was removed")
+                        self.report.conflicts.append(f"v{w.version}: {p} was removed")
             if removed & (gone | self.replacements):
                 self.replacements |= added - removed
-            v += 1
-        if not stale and not gone:
-            return v, base
-        if self.mode == "copy_on_write":
+        appended = {p for c in conflicts if c.kind == "append" for p in c.paths}
+        if self.mode == "copy_on_write" and (stale or gone):
             raise _Restart(f"a concurrent commit changed {len(stale) + len(gone)} file(s) this delete rewrites")
-        self._resolve(v - 1, stale, gone)
-        return v, v - 1
+        if stale or gone or appended - set(self.targets) - self.scanned_paths:
+            self._resolve(version, stale, gone, appended)
 
-    def _resolve(self, version: int, stale: set[str], gone: set[str]) -> None:
-        """Re-plan against ``version``: union re-read vectors, scan the files that replaced ours."""
+    def _resolve(self, version: int, stale: set[str], gone: set[str], appended: set[str]) -> None:
+        """Re-plan against ``version``: union re-read vectors, scan the files that replaced ours and the
+        files concurrent changes added."""
         snap = load_snapshot(self.storage, version)
-        if snap.metadata.get("id") != self.snap.metadata.get("id"):
+        if snap.metadata.id != self.snap.metadata.id:
             raise _Restart("the table was replaced")
         self.snap = snap
         live = {f.path: f for f in snap.files}
@@ -856,8 +846,12 @@ class _DeleteOperation:
         for p in gone:
             self.targets.pop(p, None)
         known = set(self.targets) | self.scanned_paths
-        fresh = [live[p] for p in sorted(self.replacements) if p in live and p not in known]
+        fresh = [live[p] for p in sorted(self.replacements | appended) if p in live and p not in known]
         if fresh:
+            added_by_others = [f for f in fresh if f.path not in self.replacements]
+            if added_by_others:
+                self.report.conflicts_resolved += 1
+                self.report.conflicts.append(f"v{version}: {len(added_by_others)} file(s) added concurrently scanned")
             self.report.files_replanned += len(fresh)
             self.report.files_considered += len(fresh)
             for t in self._scan(snap, fresh):
@@ -866,32 +860,24 @@ class _DeleteOperation:
         self._decide(changed)
 
     # ------------------------------------------------------------------------------ cleanup
-    def _drop_unused_outputs(self) -> None:
-        """Delete the files written for attempts that the committed actions no longer name."""
+    def _drop_unused_outputs(self, committed: list[Action]) -> None:
+        """Delete the files written for earlier attempts that the committed actions do not name (every
+        other attempt was read back as someone else's version, so no version names them)."""
+        assert self.txn is not None
         used = set()
-        for a in self.last_actions:
-            if "add" in a:
-                used.add(unquote(a["add"]["path"]))
-                dv = a["add"].get("deletionVector")
-                if dv and dv.get("storageType") == "u":
-                    used.add(file_key(dv))
-            elif "cdc" in a:
-                used.add(unquote(a["cdc"]["path"]))
-        for key in self.written:
-            if key not in used:
-                self._delete_quietly(key)
+        for a in committed:
+            if isinstance(a, Add):
+                used.add(unquote(a.path))
+                if a.deletion_vector is not None and a.deletion_vector.storage_type == "u":
+                    used.add(file_key(a.deletion_vector))
+            elif isinstance(a, Cdc):
+                used.add(unquote(a.path))
+        self.txn.discard([k for k in self.txn.written if k not in used])
 
-    def discard(self) -> None:
-        """Delete every file this attempt wrote (nothing of it was committed)."""
-        for key in self.written:
-            self._delete_quietly(key)
-        self.written = []
-
-    def _delete_quietly(self, key: str) -> None:
-        try:
-            self.storage.delete(key)
-        except Exception:  # cleanup must not mask the original error
-            log.warning("could not delete orphan %s (vacuum will)", key)
+    def abort(self) -> None:
+        """Delete every file this attempt wrote, when no log version can name them (else vacuum will)."""
+        if self.txn is not None:
+            self.txn.abort()
 
 
 class _ParquetSink:
@@ -947,18 +933,16 @@ class _ChangeSink(_ParquetSink):
     def __init__(self, storage: TableStorage, key: str, schema: pa.Schema) -> None:
         super().__init__(storage, key, schema.append(pa.field("_change_type", pa.string())))
 
-    def action(self, t: _Target) -> dict[str, Any]:
+    def action(self, t: _Target) -> Cdc:
         """Close the file; its ``cdc`` action."""
         rows = self.rows
         size = self.close(expect_rows=rows)
-        return {
-            "cdc": {
-                "path": quote(self.key, safe="/=-_.~"),
-                "partitionValues": dict(t.file.add.get("partitionValues") or {}),
-                "size": size,
-                "dataChange": False,
-            }
-        }
+        return Cdc(
+            path=quote(self.key, safe="/=-_.~"),
+            partition_values=dict(t.file.add.partition_values or {}),
+            size=size,
+            data_change=False,
+        )
 
 
 def _as_change(table: pa.Table) -> pa.Table:
@@ -970,8 +954,8 @@ def change_data_feed_enabled(snapshot: TableSnapshot) -> bool:
     protocol supports the feature (writer version 4 to 6, or 7 with ``changeDataFeed``)."""
     if str(snapshot.configuration.get("delta.enableChangeDataFeed", "false")).lower() != "true":
         return False
-    writer = int(snapshot.protocol.get("minWriterVersion", 1))
-    return 4 <= writer < 7 or "changeDataFeed" in (snapshot.protocol.get("writerFeatures") or [])
+    writer = int(snapshot.protocol.min_writer_version)
+    return 4 <= writer < 7 or "changeDataFeed" in (snapshot.protocol.writer_features or [])
 
 
 def _leaf_indexes(pf: pq.ParquetFile) -> dict[str, int]:
@@ -980,31 +964,29 @@ def _leaf_indexes(pf: pq.ParquetFile) -> dict[str, int]:
 
 
 # ================================================================================= actions & values
-def dv_add(add: dict[str, Any], descriptor: dict[str, Any], num_rows: int) -> dict[str, Any]:
+def dv_add(add: Add, descriptor: DeletionVectorDescriptor, num_rows: int) -> Add:
     """The ``add`` re-adding a file with a new deletion vector: same path, partition values, size,
     modification time and tags; ``dataChange: true``; statistics kept but marked ``tightBounds: false``,
     with ``numRecords`` the physical row count.
 
     Example:
-        >>> a = dv_add({"path": "p.parquet", "partitionValues": {}, "size": 9, "modificationTime": 1,
-        ...             "dataChange": False, "stats": '{"numRecords":10,"minValues":{"x":0}}'},
-        ...            {"storageType": "i", "pathOrInlineDv": "x", "sizeInBytes": 1, "cardinality": 1}, 10)
-        >>> a["add"]["dataChange"], json.loads(a["add"]["stats"])
+        >>> a = dv_add(Add(path="p.parquet", size=9, modification_time=1, data_change=False,
+        ...                stats='{"numRecords":10,"minValues":{"x":0}}'),
+        ...            DeletionVectorDescriptor("i", "x", None, 1, 1), 10)
+        >>> a.data_change, json.loads(a.stats)
         (True, {'numRecords': 10, 'minValues': {'x': 0}, 'tightBounds': False})
     """
-    body = {k: add[k] for k in _ADD_KEYS if k in add and add[k] is not None}
-    raw = add.get("stats")
-    try:
-        stats = json.loads(raw) if isinstance(raw, str) else dict(raw or {})
-    except (TypeError, ValueError):
-        stats = {}
+    stats = add.stats_dict()
     stats["numRecords"] = num_rows
     stats["tightBounds"] = False
-    body["stats"] = json.dumps(stats, separators=(",", ":"))
-    body["dataChange"] = True
-    body["deletionVector"] = dict(descriptor)
-    body.setdefault("partitionValues", {})
-    return {"add": body}
+    return dataclasses.replace(
+        add,
+        data_change=True,
+        stats=json.dumps(stats, separators=(",", ":")),
+        deletion_vector=descriptor,
+        partition_values=dict(add.partition_values or {}),
+        extra=dict(add.extra),
+    )
 
 
 def partition_scalar(text: str | None, typ: pa.DataType) -> pa.Scalar:
