@@ -39,6 +39,7 @@ from ..core.snapshot import TableSnapshot
 from ..core.storage import TableStorage
 from ..core.transaction import Transaction
 from ..errors import MetadataChangedError, ProtocolChangedError
+from .table import load_snapshot, table_args
 
 MAX_RESTARTS = 8
 
@@ -85,8 +86,6 @@ def enable_deletion_vectors(table: Any, *, storage_options: Mapping[str, str] | 
     table's metadata or protocol makes it look again (up to a few times), then
     :class:`~deltaextras.errors.CommitConflictError` (nothing committed; call again).
     """
-    from .delete import load_snapshot, table_args
-
     uri, options = table_args(table, storage_options)
     storage = TableStorage(uri, options)
     for attempt in range(MAX_RESTARTS + 1):

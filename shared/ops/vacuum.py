@@ -42,6 +42,7 @@ from ..core.dv import file_key
 from ..core.log import LOG_DIR, latest_version, log_actions
 from ..core.storage import TableStorage, log_path_to_key
 from ..errors import InvalidArgumentError, StorageError
+from .table import load_snapshot, table_args
 
 DEFAULT_RETENTION_HOURS = 168.0
 _INTERVAL = re.compile(r"^\s*(?:interval\s+)?(\d+(?:\.\d+)?)\s*([a-z]+)\s*$", re.IGNORECASE)
@@ -93,8 +94,6 @@ def _open(
     table: Any, storage_options: Mapping[str, str] | None, retention_hours: float | None
 ) -> tuple[str, TableStorage, Any, float]:
     """URI, storage, snapshot and retention (hours) of a vacuum."""
-    from .delete import load_snapshot, table_args
-
     uri, options = table_args(table, storage_options)
     storage = TableStorage(uri, options)
     snap = load_snapshot(storage)
@@ -238,8 +237,6 @@ def orphans(table: Any, storage_options: Mapping[str, str] | None = None) -> lis
         >>> orphans(path)
         ['part-crashed.parquet']
     """
-    from .delete import table_args
-
     uri, options = table_args(table, storage_options)
     storage = TableStorage(uri, options)
     latest_version(storage)  # no log: TableNotFoundError
