@@ -109,7 +109,7 @@ def _enable(snap: TableSnapshot) -> int | None:
             timestamp=now_ms(),
             operation="SET TBLPROPERTIES",
             operation_parameters={"properties": json.dumps({"delta.enableDeletionVectors": "true"})},
-            is_blind_append=False,
+            is_blind_append=True,  # as Spark writes a metadata-only commit
         )
     ]
     if not has:
