@@ -191,3 +191,15 @@ def test_masks_and_positions() -> None:
     assert list(bm) == [0, 4, 9]
     assert keep_mask(bm, 10).sum() == 7
     assert not keep_mask(bm, 10)[9]
+
+
+def test_vector_file_that_already_landed_is_accepted(tmp_path: Path) -> None:
+    """A retried put answers "already exists" when its first try landed: the same bytes are ours."""
+    writer = VectorFileWriter()
+    writer.add(BitMap([1, 2]))
+    TableStorage(tmp_path).put_if_absent(writer.key, writer.payload())  # the first try, landed
+    writer.write(TableStorage(tmp_path))
+    other = VectorFileWriter(file_uuid=writer.file_uuid)
+    other.add(BitMap([3]))
+    with pytest.raises(CorruptDataError, match="already exists"):
+        other.write(TableStorage(tmp_path))

@@ -391,8 +391,19 @@ class VectorFileWriter:
         return b"".join(self._chunks)
 
     def write(self, storage: TableStorage) -> None:
-        """Write the file under the table root (never overwriting: the UUID is fresh)."""
-        if not storage.put_if_absent(self.key, self.payload()):
+        """Write the file under the table root (never overwriting: the UUID is fresh).
+
+        "Already exists" is the answer to a retried put whose first try landed (an error or a lost
+        response after the write): the file is read back and accepted when it holds our bytes.
+        """
+        payload = self.payload()
+        if storage.put_if_absent(self.key, payload):
+            return
+        try:
+            ours = storage.read(self.key) == payload
+        except FileNotFoundError:
+            ours = False
+        if not ours:
             raise CorruptDataError(f"deletion vector file {self.key} already exists; refusing to overwrite it")
 
 
