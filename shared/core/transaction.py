@@ -109,6 +109,7 @@ class Transaction:
         self.txn_ids: dict[str, list[Action]] = {}  # txnId of each attempt -> its actions
         self.unresolved: set[int] = set()  # versions where a put of ours may have landed
         self.committed: int | None = None
+        self.checked_to = self.read_version  # every commit up to here was checked against us
         self.attempts = 0
         self.winners_checked = 0
 
@@ -150,12 +151,12 @@ class Transaction:
 
     # ------------------------------------------------------------------ winners
     def catch_up(self, version: int | None = None) -> tuple[int, CommitResult | None]:
-        """Check every commit from ``version`` (default: the one after the read version) that exists.
+        """Check every commit from ``version`` (default: the first one not checked yet) that exists.
 
         Returns ``(first free version, result)``; ``result`` is set when a winner is our own commit or
         already holds our work. Conflicts are raised, or handed to ``resolve``.
         """
-        v = self.read_version + 1 if version is None else version
+        v = self.checked_to + 1 if version is None else version
         winners: list[Winner] = []
         pending: list[Conflict] = []
         while True:
@@ -183,6 +184,7 @@ class Transaction:
             v += 1
         if pending and self.resolve is not None:
             self.resolve(winners, pending, v - 1)
+        self.checked_to = max(self.checked_to, v - 1)
         return v, None
 
     def _read_version(self, version: int) -> list[Action] | None:
