@@ -58,7 +58,7 @@ log = logging.getLogger(__name__)
 
 MAX_LOST_RACES = 64
 MAX_WINNERS = 100_000
-READ_BACK_ATTEMPTS = 6  # reads of an ambiguous version before giving up (0.1 s doubling: ~6 s in all)
+READ_BACK_ATTEMPTS = 6  # reads of a version before giving up (0.1 s doubling between them: ~3 s in all)
 SAME_VERSION_PUTS = 4  # puts of one payload at one version whose read-back showed nothing yet
 
 Resolver = Callable[[list[Winner], list[Conflict], int], None]
@@ -130,7 +130,7 @@ class Transaction:
         Returns whether they were deleted.
         """
         if not self.can_discard:
-            if self.written:
+            if self.written and self.committed is None:
                 log.warning(
                     "left %d file(s) of %s for vacuum: the outcome of a commit attempt is not known",
                     len(self.written),
