@@ -104,7 +104,46 @@ class CommitConflictError(DeltaExtrasError):
     table's metadata or protocol: the plan is stale. Nothing was committed; plan again."""
 
 
+class ConcurrentDeleteReadError(CommitConflictError):
+    """A winning commit removed a file this operation read (Delta's ``ConcurrentDeleteReadException``,
+    which covers ``ConcurrentDeleteDeleteException`` too: we only remove files we read). The plan is
+    stale; nothing was committed. Plan again."""
+
+
+class ConcurrentTransactionError(CommitConflictError):
+    """A winning commit wrote the ``txn`` application id this operation depends on, at an older version
+    (Delta's ``ConcurrentTransactionException``): two planners run the same work. Nothing was committed."""
+
+
+class MetadataChangedError(CommitConflictError):
+    """A winning commit changed the table's metadata (schema, partitioning, properties); nothing was
+    committed. Run the operation again against the new metadata."""
+
+
+class ProtocolChangedError(CommitConflictError):
+    """A winning commit changed the table's protocol; nothing was committed. Run the operation again."""
+
+
+class ConcurrentAppendError(CommitConflictError):
+    """A winning commit added data this operation should have read (Delta's ``ConcurrentAppendException``:
+    under ``WriteSerializable`` files added by a commit that is not a blind append, under ``Serializable``
+    every added file, that may hold rows matching the operation's predicate). Nothing was committed.
+
+    Retryable: running the same operation again reads the new version and sees those rows (Delta's
+    advice for this exception is the same: retry the operation)."""
+
+    retryable = True
+
+
 # ---------------------------------------------------------------- transient: try again later
+class CommitOutcomeUnknownError(DeltaExtrasError):
+    """The put of a log entry failed ambiguously (error after the write, dropped connection, timeout) and
+    the entry could not be read back to tell whether it is ours. The files written are kept (vacuum
+    removes them if no version names them); running the same work again converges."""
+
+    retryable = True
+
+
 class StorageError(DeltaExtrasError):
     """Storage or network trouble while reading or writing; the same work may succeed later."""
 
@@ -144,14 +183,20 @@ __all__ = [
     "MAX_MESSAGE",
     "AccessDeniedError",
     "CommitConflictError",
+    "CommitOutcomeUnknownError",
     "CommitRetriesExhaustedError",
+    "ConcurrentAppendError",
+    "ConcurrentDeleteReadError",
+    "ConcurrentTransactionError",
     "CorruptDataError",
     "DeltaExtrasError",
     "DuplicateKeyError",
     "InvalidArgumentError",
     "MessageError",
+    "MetadataChangedError",
     "PartitionNotFoundError",
     "PartitionsFailedError",
+    "ProtocolChangedError",
     "StorageError",
     "TableNotFoundError",
     "UnsupportedFeatureError",

@@ -159,7 +159,7 @@ def log_entries(uri: str, storage_options: Mapping[str, str] | None = None) -> d
         if not _COMMIT_NAME.match(name):
             continue
         version = int(name.split(".", 1)[0])
-        actions = parse_actions(st.read(key), version)
+        actions = [a.to_json() for a in parse_actions(st.read(key), version)]
         for action in actions:
             assert isinstance(action, dict) and len(action) == 1, f"log entry {version}: malformed action"
         info = actions[0].get("commitInfo", {}) if actions else {}

@@ -75,7 +75,7 @@ def test_golden_vector_file_bytes() -> None:
     """The file we write for rows {0, 9} is the fixture's file, byte for byte, and so is the descriptor."""
     _, descriptor, golden = _golden()
     writer = VectorFileWriter(file_uuid=GOLDEN_UUID)
-    assert writer.add(BitMap([0, 9])) == descriptor
+    assert writer.add(BitMap([0, 9])).to_json_body() == descriptor
     assert writer.payload() == golden
     assert writer.key == f"deletion_vector_{GOLDEN_UUID}.bin"
 
@@ -131,7 +131,7 @@ def test_protocol_inline_example() -> None:
 
 
 def test_inline_round_trip_unaligned() -> None:
-    d = inline_descriptor(BitMap([1]))
+    d = inline_descriptor(BitMap([1])).to_json_body()
     assert d["sizeInBytes"] % 4 != 0 and "offset" not in d
     assert list(read_inline(d)) == [1]
 
@@ -140,7 +140,7 @@ def test_several_vectors_in_one_file(tmp_path: Path) -> None:
     storage = TableStorage(tmp_path)
     writer = VectorFileWriter(prefix="ab")
     vectors = [BitMap([0, 9]), BitMap(range(0, 50_000, 3)), BitMap([7])]
-    descriptors = [writer.add(v) for v in vectors]
+    descriptors = [writer.add(v).to_json_body() for v in vectors]
     writer.write(storage)
     assert (tmp_path / "ab" / f"deletion_vector_{writer.file_uuid}.bin").exists()
     assert descriptors[0]["offset"] == 1
@@ -162,7 +162,7 @@ def test_several_vectors_in_one_file(tmp_path: Path) -> None:
 def test_damaged_vectors_are_refused(tmp_path: Path) -> None:
     storage = TableStorage(tmp_path)
     writer = VectorFileWriter()
-    d = writer.add(BitMap([1, 2, 3]))
+    d = writer.add(BitMap([1, 2, 3])).to_json_body()
     blob = bytearray(writer.payload())
     blob[20] ^= 0xFF
     storage.put(writer.key, bytes(blob))
@@ -180,10 +180,10 @@ def test_damaged_vectors_are_refused(tmp_path: Path) -> None:
 def test_build_descriptors_inline_threshold() -> None:
     small, large = BitMap([5]), BitMap(range(0, 40_000, 2))
     ds, writer = build_descriptors([small, large, small], inline_max_bytes=64)
-    assert [d["storageType"] for d in ds] == ["i", "u", "i"]
+    assert [d.storage_type for d in ds] == ["i", "u", "i"]
     assert writer is not None and writer.count == 1
     ds, writer = build_descriptors([small], inline_max_bytes=0)
-    assert ds[0]["storageType"] == "u" and writer is not None
+    assert ds[0].storage_type == "u" and writer is not None
 
 
 def test_masks_and_positions() -> None:
@@ -191,3 +191,15 @@ def test_masks_and_positions() -> None:
     assert list(bm) == [0, 4, 9]
     assert keep_mask(bm, 10).sum() == 7
     assert not keep_mask(bm, 10)[9]
+
+
+def test_vector_file_that_already_landed_is_accepted(tmp_path: Path) -> None:
+    """A retried put answers "already exists" when its first try landed: the same bytes are ours."""
+    writer = VectorFileWriter()
+    writer.add(BitMap([1, 2]))
+    TableStorage(tmp_path).put_if_absent(writer.key, writer.payload())  # the first try, landed
+    writer.write(TableStorage(tmp_path))
+    other = VectorFileWriter(file_uuid=writer.file_uuid)
+    other.add(BitMap([3]))
+    with pytest.raises(CorruptDataError, match="already exists"):
+        other.write(TableStorage(tmp_path))

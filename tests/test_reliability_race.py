@@ -46,6 +46,7 @@ from reliability_support import (
 
 from deltaextras.app import work
 from deltaextras.app.config import AppConfig
+from deltaextras.errors import CommitConflictError
 from deltaextras.ops.delete import delete
 from deltaextras.ops.rorder import plan_messages, rorder
 from deltaextras.ops.upgrade import enable_deletion_vectors
@@ -163,7 +164,7 @@ def race_round(
             kinds["committed"] += 1
         elif o.status == "skipped" and "already committed" in o.reason:
             kinds["saw the winner"] += 1
-        elif o.status == "dead-letter" and o.error_type == "CommitConflictError" and not o.error.retryable:
+        elif o.status == "dead-letter" and isinstance(o.error, CommitConflictError) and not o.error.retryable:
             kinds["lost to a delete"] += 1
         else:
             kinds[f"unexpected {o.status}: {o.error_type}: {o.reason}"] += 1

@@ -25,7 +25,13 @@ from deltaextras.app import work
 from deltaextras.app.config import AppConfig, table_key
 from deltaextras.app.dispatch import dispatch
 from deltaextras.app.enqueue import build_messages, enqueue
-from deltaextras.errors import AccessDeniedError, InvalidArgumentError, MessageError, StorageError
+from deltaextras.errors import (
+    AccessDeniedError,
+    CommitConflictError,
+    InvalidArgumentError,
+    MessageError,
+    StorageError,
+)
 from deltaextras.ops.message import RorderMessage
 from deltaextras.ops.plan import plan_table
 
@@ -219,7 +225,8 @@ def test_stale_plan_whose_inputs_are_gone_is_dead_lettered(table: str) -> None:
     DeltaTable(table).delete(f"{UNIT} = 0")  # another writer removes the planned files
     version = table_version(table)
     outcome = work.handle(stale, config)
-    assert (outcome.status, outcome.error_type) == ("dead-letter", "CommitConflictError"), outcome.reason
+    assert outcome.status == "dead-letter" and isinstance(outcome.error, CommitConflictError), outcome.reason
+    assert outcome.error_type == "ConcurrentDeleteReadError"  # the planned files were removed
     assert table_version(table) == version
 
 

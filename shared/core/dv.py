@@ -21,7 +21,7 @@ Example:
     >>> len(data), parse_bitmap(data) == BitMap([0, 9])
     (36, True)
     >>> d = inline_descriptor(BitMap([3, 4, 7, 11, 18, 29]))
-    >>> d["storageType"], d["sizeInBytes"], d["cardinality"]
+    >>> d.storage_type, d.size_in_bytes, d.cardinality
     ('i', 44, 6)
     >>> sorted(read_inline(d))
     [3, 4, 7, 11, 18, 29]
@@ -33,7 +33,7 @@ import array
 import struct
 import uuid
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +41,7 @@ import numpy as np
 from pyroaring import BitMap, BitMap64
 
 from ..errors import CorruptDataError, UnsupportedFeatureError
+from .actions import DeletionVectorDescriptor
 from .storage import TableStorage, normalize_uri
 
 MAGIC = 1681511377
@@ -202,33 +203,41 @@ def _parse_native(data: bytes, order: str) -> BitMap:
 
 
 # ------------------------------------------------------------------------------------ descriptors
-def inline_descriptor(bitmap: BitMap) -> dict[str, Any]:
+def descriptor_of(d: DeletionVectorDescriptor | Mapping[str, Any]) -> DeletionVectorDescriptor:
+    """A descriptor as the typed action (a JSON object as the log holds it is decoded).
+
+    Example:
+        >>> descriptor_of({"storageType": "i", "pathOrInlineDv": "x", "sizeInBytes": 1, "cardinality": 1}).storage_type
+        'i'
+    """
+    if isinstance(d, DeletionVectorDescriptor):
+        return d
+    return DeletionVectorDescriptor.from_json(dict(d))
+
+
+def inline_descriptor(bitmap: BitMap) -> DeletionVectorDescriptor:
     """A storage type ``i`` descriptor holding the vector itself (Z85 text in the log).
 
     Example:
         >>> d = inline_descriptor(BitMap([1]))
-        >>> d["sizeInBytes"], len(d["pathOrInlineDv"]), sorted(read_inline(d))
+        >>> d.size_in_bytes, len(d.path_or_inline_dv), sorted(read_inline(d))
         (34, 45, [1])
     """
     data = serialize_bitmap(bitmap)
-    return {
-        "storageType": "i",
-        "pathOrInlineDv": z85_encode(data),
-        "sizeInBytes": len(data),
-        "cardinality": len(bitmap),
-    }
+    return DeletionVectorDescriptor("i", z85_encode(data), None, len(data), len(bitmap))
 
 
-def file_key(descriptor: dict[str, Any]) -> str:
+def file_key(descriptor: DeletionVectorDescriptor | Mapping[str, Any]) -> str:
     """The storage key (relative to the table root) of a ``u`` descriptor's vector file.
 
     Example:
         >>> file_key({"storageType": "u", "pathOrInlineDv": "ab" + "vBn[lx{q8@P<9BNH/isA"})
         'ab/deletion_vector_61d16c75-6994-46b7-a15b-8b538852e50e.bin'
     """
-    if descriptor.get("storageType") != "u":
-        raise CorruptDataError(f"descriptor of storage type {descriptor.get('storageType')!r} has no relative file")
-    text = str(descriptor["pathOrInlineDv"])
+    d = descriptor_of(descriptor)
+    if d.storage_type != "u":
+        raise CorruptDataError(f"descriptor of storage type {d.storage_type!r} has no relative file")
+    text = str(d.path_or_inline_dv)
     if len(text) < UUID_CHARS:
         raise CorruptDataError(f"deletion vector path {text!r} is shorter than an encoded UUID")
     prefix, encoded = text[: len(text) - UUID_CHARS], text[len(text) - UUID_CHARS :]
@@ -236,23 +245,25 @@ def file_key(descriptor: dict[str, Any]) -> str:
     return f"{prefix}/{name}" if prefix else name
 
 
-def read_inline(descriptor: dict[str, Any]) -> BitMap:
+def read_inline(descriptor: DeletionVectorDescriptor | Mapping[str, Any]) -> BitMap:
     """The vector of an inline (``i``) descriptor."""
-    data = z85_decode(str(descriptor["pathOrInlineDv"]), int(descriptor["sizeInBytes"]))
-    return _checked(parse_bitmap(data), descriptor)
+    d = descriptor_of(descriptor)
+    data = z85_decode(str(d.path_or_inline_dv), int(d.size_in_bytes))
+    return _checked(parse_bitmap(data), d)
 
 
-def _checked(bitmap: BitMap, descriptor: dict[str, Any]) -> BitMap:
-    want = descriptor.get("cardinality")
+def _checked(bitmap: BitMap, descriptor: DeletionVectorDescriptor) -> BitMap:
+    want = descriptor.cardinality
     if want is not None and int(want) != len(bitmap):
         raise CorruptDataError(
-            f"deletion vector {descriptor.get('pathOrInlineDv')!s:.40} holds {len(bitmap)} rows, its "
-            f"descriptor says {want}"
+            f"deletion vector {descriptor.path_or_inline_dv!s:.40} holds {len(bitmap)} rows, its descriptor says {want}"
         )
     return bitmap
 
 
-def read_deletion_vector(storage: TableStorage, descriptor: dict[str, Any] | None) -> BitMap:
+def read_deletion_vector(
+    storage: TableStorage, descriptor: DeletionVectorDescriptor | Mapping[str, Any] | None
+) -> BitMap:
     """The deleted rows a descriptor names (empty for ``None``), checked against size, CRC and cardinality.
 
     Example:
@@ -267,24 +278,27 @@ def read_deletion_vector(storage: TableStorage, descriptor: dict[str, Any] | Non
     return read_deletion_vectors(storage, [descriptor])[0]
 
 
-def read_deletion_vectors(storage: TableStorage, descriptors: Sequence[dict[str, Any] | None]) -> list[BitMap]:
+def read_deletion_vectors(
+    storage: TableStorage, descriptors: Sequence[DeletionVectorDescriptor | Mapping[str, Any] | None]
+) -> list[BitMap]:
     """Read many vectors, fetching each vector file once (up to the end of the last vector needed)."""
-    out: list[BitMap | None] = [None] * len(descriptors)
+    typed = [None if not d else descriptor_of(d) for d in descriptors]
+    out: list[BitMap | None] = [None] * len(typed)
     by_file: dict[tuple[str, str], list[int]] = {}
-    for i, d in enumerate(descriptors):
-        if not d:
+    for i, d in enumerate(typed):
+        if d is None:
             out[i] = BitMap()
-        elif d.get("storageType") == "i":
+        elif d.storage_type == "i":
             out[i] = read_inline(d)
-        elif d.get("storageType") == "u":
+        elif d.storage_type == "u":
             by_file.setdefault(("u", file_key(d)), []).append(i)
-        elif d.get("storageType") == "p":
-            by_file.setdefault(("p", str(d["pathOrInlineDv"])), []).append(i)
+        elif d.storage_type == "p":
+            by_file.setdefault(("p", str(d.path_or_inline_dv)), []).append(i)
         else:
-            raise CorruptDataError(f"deletion vector storage type {d.get('storageType')!r} is not u, i or p")
+            raise CorruptDataError(f"deletion vector storage type {d.storage_type!r} is not u, i or p")
     for (kind, where), indexes in by_file.items():
         src, key = (storage, where) if kind == "u" else _absolute(storage, where)
-        end = max(_span(descriptors[i])[1] for i in indexes)
+        end = max(_span(typed[i])[1] for i in indexes)
         try:
             blob = src.read_range(key, 0, end)
         except FileNotFoundError:
@@ -294,24 +308,26 @@ def read_deletion_vectors(storage: TableStorage, descriptors: Sequence[dict[str,
         if blob[0] != FORMAT_VERSION:
             raise CorruptDataError(f"deletion vector file {key} has format version {blob[0]}, not {FORMAT_VERSION}")
         for i in indexes:
-            out[i] = _checked(parse_bitmap(_frame(blob, descriptors[i], key)), descriptors[i])  # type: ignore[arg-type]
+            d = typed[i]
+            assert d is not None
+            out[i] = _checked(parse_bitmap(_frame(blob, d, key)), d)
     return [b if b is not None else BitMap() for b in out]
 
 
-def _span(d: dict[str, Any] | None) -> tuple[int, int]:
+def _span(d: DeletionVectorDescriptor | None) -> tuple[int, int]:
     assert d is not None
-    offset = int(d.get("offset") or 0)
-    size = int(d["sizeInBytes"])
+    offset = int(d.offset or 0)
+    size = int(d.size_in_bytes)
     if offset < 1 or size < 12 or size > MAX_VECTOR_BYTES:
         raise CorruptDataError(f"deletion vector descriptor has offset {offset} and size {size}")
     return offset, offset + 4 + size + 4
 
 
-def _frame(blob: bytes, d: dict[str, Any], key: str) -> bytes:
+def _frame(blob: bytes, d: DeletionVectorDescriptor, key: str) -> bytes:
     start, _ = _span(d)
     (size,) = struct.unpack_from(">I", blob, start)
-    if size != int(d["sizeInBytes"]):
-        raise CorruptDataError(f"deletion vector at {key}@{start} has {size} bytes, the log says {d['sizeInBytes']}")
+    if size != int(d.size_in_bytes):
+        raise CorruptDataError(f"deletion vector at {key}@{start} has {size} bytes, the log says {d.size_in_bytes}")
     data = blob[start + 4 : start + 4 + size]
     (crc,) = struct.unpack_from(">I", blob, start + 4 + size)
     if zlib.crc32(data) & 0xFFFFFFFF != crc:
@@ -340,9 +356,9 @@ class VectorFileWriter:
 
     Example:
         >>> w = VectorFileWriter(file_uuid=uuid.UUID("61d16c75-6994-46b7-a15b-8b538852e50e"))
-        >>> w.add(BitMap([0, 9]))
+        >>> w.add(BitMap([0, 9])).to_json_body()
         {'storageType': 'u', 'pathOrInlineDv': 'vBn[lx{q8@P<9BNH/isA', 'offset': 1, 'sizeInBytes': 36, 'cardinality': 2}
-        >>> w.add(BitMap([1]))["offset"], len(w.payload()), w.key
+        >>> w.add(BitMap([1])).offset, len(w.payload()), w.key
         (45, 87, 'deletion_vector_61d16c75-6994-46b7-a15b-8b538852e50e.bin')
     """
 
@@ -362,39 +378,44 @@ class VectorFileWriter:
         """How many vectors were added."""
         return (len(self._chunks) - 1) // 3
 
-    def add(self, bitmap: BitMap) -> dict[str, Any]:
+    def add(self, bitmap: BitMap) -> DeletionVectorDescriptor:
         """Append one vector; its descriptor (storage type ``u``, offset of its size field)."""
         data = serialize_bitmap(bitmap)
         offset = self._size
         self._chunks += [struct.pack(">I", len(data)), data, struct.pack(">I", zlib.crc32(data) & 0xFFFFFFFF)]
         self._size += 8 + len(data)
-        return {
-            "storageType": "u",
-            "pathOrInlineDv": self.prefix + encode_uuid(self.file_uuid),
-            "offset": offset,
-            "sizeInBytes": len(data),
-            "cardinality": len(bitmap),
-        }
+        return DeletionVectorDescriptor("u", self.prefix + encode_uuid(self.file_uuid), offset, len(data), len(bitmap))
 
     def payload(self) -> bytes:
         """The file's bytes."""
         return b"".join(self._chunks)
 
     def write(self, storage: TableStorage) -> None:
-        """Write the file under the table root (never overwriting: the UUID is fresh)."""
-        if not storage.put_if_absent(self.key, self.payload()):
+        """Write the file under the table root (never overwriting: the UUID is fresh).
+
+        "Already exists" is the answer to a retried put whose first try landed (an error or a lost
+        response after the write): the file is read back and accepted when it holds our bytes.
+        """
+        payload = self.payload()
+        if storage.put_if_absent(self.key, payload):
+            return
+        try:
+            ours = storage.read(self.key) == payload
+        except FileNotFoundError:
+            ours = False
+        if not ours:
             raise CorruptDataError(f"deletion vector file {self.key} already exists; refusing to overwrite it")
 
 
 def build_descriptors(
     bitmaps: Iterable[BitMap], *, inline_max_bytes: int = DEFAULT_INLINE_MAX_BYTES, prefix: str = ""
-) -> tuple[list[dict[str, Any]], VectorFileWriter | None]:
+) -> tuple[list[DeletionVectorDescriptor], VectorFileWriter | None]:
     """Descriptors for vectors: inline when at most ``inline_max_bytes`` serialized, else in one new
     vector file (returned unwritten, or None when every vector went inline).
 
     Example:
         >>> ds, w = build_descriptors([BitMap([1]), BitMap(range(0, 20000, 2))])
-        >>> [d["storageType"] for d in ds], w is not None and w.count
+        >>> [d.storage_type for d in ds], w is not None and w.count
         (['i', 'u'], 1)
     """
     writer: VectorFileWriter | None = None

@@ -8,22 +8,33 @@ repeat. :func:`replay` provides them, and the snapshot cross-checks both views.
 Example:
     >>> commit_key(7)
     '_delta_log/00000000000000000007.json'
-    >>> dv_unique_id({"storageType": "u", "pathOrInlineDv": "ab", "offset": 1})
-    'uab@1'
+    >>> [type(a).__name__ for a in parse_actions(b'{"txn":{"appId":"a","version":1}}\\n', 7)]
+    ['Txn']
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import CommitConflictError, CorruptDataError, InvalidArgumentError, TableNotFoundError
+from .actions import (
+    CHECKPOINT_COLUMNS,
+    Action,
+    Add,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    Remove,
+    Sidecar,
+    Txn,
+    decode_checkpoint_batch,
+    decode_commit,
+)
 from .storage import TableStorage
 
 LOG_DIR = "_delta_log/"
@@ -38,37 +49,12 @@ def commit_key(version: int) -> str:
     return f"{LOG_DIR}{version:020d}.json"
 
 
-def dv_unique_id(dv: dict[str, Any] | None) -> str | None:
-    """The protocol's unique id of a deletion vector descriptor (None for no vector)."""
-    if not dv:
-        return None
-    uid = f"{dv['storageType']}{dv['pathOrInlineDv']}"
-    if dv.get("offset") is not None:
-        uid += f"@{dv['offset']}"
-    return uid
+def parse_actions(data: bytes, version: int) -> list[Action]:
+    """Parse the actions of one commit file (see :func:`~deltaextras.core.actions.decode_commit`)."""
+    return decode_commit(data, version)
 
 
-def file_id(action: dict[str, Any]) -> tuple[str, str | None]:
-    """Logical file identity of an add/remove action: (path, deletion vector unique id)."""
-    return action["path"], dv_unique_id(action.get("deletionVector"))
-
-
-def parse_actions(data: bytes, version: int) -> list[dict[str, Any]]:
-    """Parse newline-delimited JSON actions of one commit."""
-    actions = []
-    for n, line in enumerate(data.splitlines()):
-        if not line.strip():
-            continue
-        try:
-            actions.append(json.loads(line))
-        except json.JSONDecodeError:
-            raise CorruptDataError(
-                f"log entry {version} line {n + 1} is not JSON; the table's log is damaged, repair it first"
-            ) from None
-    return actions
-
-
-def read_commit(storage: TableStorage, version: int) -> list[dict[str, Any]] | None:
+def read_commit(storage: TableStorage, version: int) -> list[Action] | None:
     """Actions of commit ``version``, or None if that commit does not exist (yet)."""
     try:
         data = storage.read(commit_key(version))
@@ -127,79 +113,67 @@ class LogState:
     """The replayed table state at one version."""
 
     version: int
-    protocol: dict[str, Any]
-    metadata: dict[str, Any]
-    adds: dict[tuple[str, str | None], dict[str, Any]]
+    protocol: Protocol | None
+    metadata: Metadata | None
+    adds: dict[tuple[str, str | None], Add]
     txns: dict[str, int]
-    domains: dict[str, dict[str, Any]]
+    domains: dict[str, DomainMetadata]
 
 
-def _checkpoint_rows(storage: TableStorage, keys: list[str]) -> Iterator[dict[str, Any]]:
+def checkpoint_actions(storage: TableStorage, keys: list[str]) -> Iterator[Action]:
     """Actions of a checkpoint (all parts, v2 sidecars followed)."""
     for key in keys:
         data = storage.read(key)
-        if key.endswith(".json"):
-            actions: Iterable[dict[str, Any]] = parse_actions(data, -1)
-        else:
-            actions = _parquet_actions(data)
+        actions: Iterable[Action] = parse_actions(data, -1) if key.endswith(".json") else _parquet_actions(data)
         for action in actions:
-            if action.get("sidecar"):
-                side = LOG_DIR + "_sidecars/" + action["sidecar"]["path"].rsplit("/", 1)[-1]
+            if isinstance(action, Sidecar):
+                side = LOG_DIR + "_sidecars/" + action.path.rsplit("/", 1)[-1]
                 yield from _parquet_actions(storage.read(side))
             else:
                 yield action
 
 
-_CP_COLUMNS = ("add", "remove", "metaData", "protocol", "txn", "domainMetadata", "sidecar")
+def log_actions(storage: TableStorage) -> Iterator[Action]:
+    """Every action the log holds now: the newest checkpoint's (tombstones included), then every commit
+    file present, oldest first."""
+    listing = list_log(storage)
+    if listing.checkpoints:
+        yield from checkpoint_actions(storage, listing.checkpoints[max(listing.checkpoints)])
+    for v in sorted(listing.commits):
+        yield from read_commit(storage, v) or []
 
 
-def _parquet_actions(data: bytes) -> Iterator[dict[str, Any]]:
+def _parquet_actions(data: bytes) -> Iterator[Action]:
     pf = pq.ParquetFile(pa.BufferReader(data))
     names = set(pf.schema_arrow.names)
-    cols = [c for c in _CP_COLUMNS if c in names]
+    cols = [c for c in CHECKPOINT_COLUMNS if c in names]
     for batch in pf.iter_batches(columns=cols, batch_size=8192):
-        for row in batch.to_pylist():
-            for name, value in row.items():
-                if value is not None:
-                    yield {name: _fix_maps(value)}
+        yield from decode_checkpoint_batch(batch)
 
 
-def _fix_maps(value: Any) -> Any:
-    """Parquet maps read back as lists of (key, value) tuples; turn them into dicts."""
-    if isinstance(value, dict):
-        return {k: _fix_maps(v) for k, v in value.items()}
-    if isinstance(value, list) and value and all(isinstance(x, tuple) and len(x) == 2 for x in value):
-        return {k: v for k, v in value}
-    if isinstance(value, list) and not value:
-        return {}
-    return value
-
-
-def _apply(state: LogState, actions: Iterable[dict[str, Any]]) -> None:
+def _apply(state: LogState, actions: Iterable[Action]) -> None:
     removes: list[tuple[str, str | None]] = []
-    adds: list[dict[str, Any]] = []
+    adds: list[Add] = []
     for action in actions:
-        if "add" in action:
-            adds.append(action["add"])
-        elif "remove" in action:
-            removes.append(file_id(action["remove"]))
-        elif "metaData" in action:
-            state.metadata = action["metaData"]
-        elif "protocol" in action:
-            state.protocol = action["protocol"]
-        elif "txn" in action:
-            txn = action["txn"]
-            state.txns[txn["appId"]] = int(txn["version"])
-        elif "domainMetadata" in action:
-            dm = action["domainMetadata"]
-            if dm.get("removed"):
-                state.domains.pop(dm["domain"], None)
+        if isinstance(action, Add):
+            adds.append(action)
+        elif isinstance(action, Remove):
+            removes.append(action.file_id)
+        elif isinstance(action, Metadata):
+            state.metadata = action
+        elif isinstance(action, Protocol):
+            state.protocol = action
+        elif isinstance(action, Txn):
+            state.txns[action.app_id] = int(action.version)
+        elif isinstance(action, DomainMetadata):
+            if action.removed:
+                state.domains.pop(action.domain, None)
             else:
-                state.domains[dm["domain"]] = dm
+                state.domains[action.domain] = action
     for fid in removes:
         state.adds.pop(fid, None)
     for add in adds:
-        state.adds[file_id(add)] = add
+        state.adds[add.file_id] = add
 
 
 def replay(storage: TableStorage, version: int, listing: LogListing | None = None) -> LogState:
@@ -217,17 +191,16 @@ def replay(storage: TableStorage, version: int, listing: LogListing | None = Non
                 f"{min(listing.commits)} were cleaned up. The plan is stale; plan again"
             )
         raise CorruptDataError(f"commit {missing[0]} of {storage.uri} is missing from the log; the table is damaged")
-    state = LogState(version, {}, {}, {}, {}, {})
+    state = LogState(version, None, None, {}, {}, {})
     if cps:
         cp = max(cps)
-        checkpoint_actions = list(_checkpoint_rows(storage, listing.checkpoints[cp]))
         # Checkpoint tombstones (remove) are history, not live state.
-        _apply(state, (a for a in checkpoint_actions if "remove" not in a))
+        _apply(state, (a for a in checkpoint_actions(storage, listing.checkpoints[cp]) if not isinstance(a, Remove)))
     for v in range(start, version + 1):
         actions = read_commit(storage, v)
         if actions is None:
             raise CorruptDataError(f"commit {v} of {storage.uri} vanished while reading the log; retry")
         _apply(state, actions)
-    if not state.protocol or not state.metadata:
+    if state.protocol is None or state.metadata is None:
         raise CorruptDataError(f"the log of {storage.uri} has no protocol or metaData action up to {version}")
     return state

@@ -1,10 +1,8 @@
 """Which Delta protocol features a rewrite can honour, and the refusal of the others by name.
 
 Example:
-    >>> check_protocol({"minReaderVersion": 3, "minWriterVersion": 7,
-    ...                 "readerFeatures": ["deletionVectors"], "writerFeatures": ["deletionVectors"]}, {})
-    >>> check_protocol({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": [],
-    ...                 "writerFeatures": ["rowTracking"]}, {})
+    >>> check_protocol(Protocol(3, 7, ["deletionVectors"], ["deletionVectors"]), {})
+    >>> check_protocol(Protocol(3, 7, [], ["rowTracking"]), {})
     Traceback (most recent call last):
     ...
     deltaextras.errors.UnsupportedFeatureError: the table uses Delta writer feature 'rowTracking', ...
@@ -12,9 +10,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..errors import UnsupportedFeatureError
+from .actions import Protocol
 
 READER_FEATURES = {"columnMapping", "deletionVectors", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"}
 WRITER_FEATURES = READER_FEATURES | {
@@ -48,21 +45,21 @@ _WHY = {
 _VARIANT_FEATURES = {"variantType", "variantType-preview", "variantShredding-preview"}
 
 
-def check_protocol(protocol: dict[str, Any], configuration: dict[str, str], schema_string: str | None = None) -> None:
+def check_protocol(protocol: Protocol, configuration: dict[str, str], schema_string: str | None = None) -> None:
     """Raise :class:`UnsupportedFeatureError` naming the first feature a rewrite cannot honour.
 
     The variant features are accepted while no column is a variant (deltalake names them on every
     table it creates with deletion vectors); a variant column is refused by the schema.
     """
-    reader = int(protocol.get("minReaderVersion", 1))
-    writer = int(protocol.get("minWriterVersion", 1))
+    reader = int(protocol.min_reader_version)
+    writer = int(protocol.min_writer_version)
     if reader > 3 or writer > 7:
         raise UnsupportedFeatureError(
             f"the table needs reader version {reader} / writer version {writer}; deltaextras supports up to 3 / 7"
         )
     for kind, names, known in (
-        ("reader", protocol.get("readerFeatures") or [], READER_FEATURES),
-        ("writer", protocol.get("writerFeatures") or [], WRITER_FEATURES),
+        ("reader", protocol.reader_features or [], READER_FEATURES),
+        ("writer", protocol.writer_features or [], WRITER_FEATURES),
     ):
         for name in names:
             if name in _VARIANT_FEATURES and schema_string is not None and '"variant"' not in schema_string:
@@ -83,6 +80,6 @@ def check_protocol(protocol: dict[str, Any], configuration: dict[str, str], sche
         )
 
 
-def has_feature(protocol: dict[str, Any], name: str) -> bool:
+def has_feature(protocol: Protocol, name: str) -> bool:
     """Whether a table feature is named in the protocol (reader or writer list)."""
-    return name in (protocol.get("readerFeatures") or []) or name in (protocol.get("writerFeatures") or [])
+    return protocol.has_feature(name)

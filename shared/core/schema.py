@@ -3,11 +3,12 @@ under column mapping, Parquet field ids, partition columns left out.
 
 Example:
     >>> import json
-    >>> s = TableSchema.from_metadata({"schemaString": json.dumps({"type": "struct", "fields": [
+    >>> from deltaextras.core.actions import Metadata
+    >>> s = TableSchema.from_metadata(Metadata(schema_string=json.dumps({"type": "struct", "fields": [
     ...     {"name": "node_id", "type": "long", "nullable": True, "metadata": {}},
     ...     {"name": "t", "type": "timestamp", "nullable": True, "metadata": {}},
     ...     {"name": "node_id_range", "type": "long", "nullable": True, "metadata": {}}]}),
-    ...     "partitionColumns": ["node_id_range"], "configuration": {}})
+    ...     partition_columns=["node_id_range"]))
     >>> s.file_schema.names, str(s.file_schema.field("t").type)
     (['node_id', 't'], 'timestamp[us, tz=UTC]')
 """
@@ -22,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import InvalidArgumentError, UnsupportedFeatureError
+from .actions import Metadata
 
 _PRIMITIVES = {
     "string": pa.string(),
@@ -62,11 +64,11 @@ class TableSchema:
         self.file_schema = pa.schema([self._arrow_field(f) for f in fields if f["name"] not in partition_columns])
 
     @classmethod
-    def from_metadata(cls, metadata: dict[str, Any]) -> TableSchema:
+    def from_metadata(cls, metadata: Metadata) -> TableSchema:
         """Build from a ``metaData`` action (``schemaString``, ``partitionColumns``, ``configuration``)."""
-        schema = json.loads(metadata["schemaString"])
-        mode = (metadata.get("configuration") or {}).get("delta.columnMapping.mode", "none") or "none"
-        return cls(schema["fields"], metadata.get("partitionColumns") or [], mode)
+        schema = json.loads(metadata.schema_string or "")
+        mode = (metadata.configuration or {}).get("delta.columnMapping.mode", "none") or "none"
+        return cls(schema["fields"], list(metadata.partition_columns or []), mode)
 
     # ------------------------------------------------------------------ lookups
     def column(self, name: str, what: str) -> Column:

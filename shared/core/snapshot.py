@@ -14,7 +14,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,8 +22,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import CorruptDataError, StorageError, TableNotFoundError, UnsupportedFeatureError
+from .actions import Add, DeletionVectorDescriptor, Metadata, Protocol
 from .arrays import bool_numpy
-from .log import LogState, dv_unique_id, list_log, replay
+from .log import LogState, list_log, replay
 from .protocol import check_protocol, has_feature
 from .schema import TableSchema
 from .storage import TableStorage, log_path_to_key
@@ -34,44 +34,38 @@ from .storage import TableStorage, log_path_to_key
 class LiveFile:
     """One live data file (a logical file: path plus deletion vector)."""
 
-    add: dict[str, Any]
+    add: Add
     partition_values: dict[str, str | None]  # logical column name -> value
 
     @property
     def path(self) -> str:
         """The path as written in the log (percent-encoded, relative)."""
-        return self.add["path"]
+        return self.add.path
 
     @property
     def key(self) -> str:
         """The storage key of the file."""
-        return log_path_to_key(self.add["path"])
+        return log_path_to_key(self.add.path)
 
     @property
     def size(self) -> int:
-        return int(self.add.get("size") or 0)
+        return int(self.add.size or 0)
 
     @property
-    def dv(self) -> dict[str, Any] | None:
-        return self.add.get("deletionVector") or None
+    def dv(self) -> DeletionVectorDescriptor | None:
+        return self.add.deletion_vector
 
     @property
     def dv_id(self) -> str | None:
-        return dv_unique_id(self.dv)
+        return self.dv.unique_id if self.dv else None
 
     @property
     def deleted_rows(self) -> int:
-        return int(self.dv.get("cardinality", 0)) if self.dv else 0
+        return int(self.dv.cardinality or 0) if self.dv else 0
 
     @property
     def stats(self) -> dict[str, Any]:
-        raw = self.add.get("stats")
-        if not raw:
-            return {}
-        try:
-            return json.loads(raw) if isinstance(raw, str) else dict(raw)
-        except (TypeError, ValueError):
-            return {}
+        return self.add.stats_dict()
 
     @property
     def num_records(self) -> int | None:
@@ -80,7 +74,7 @@ class LiveFile:
 
     @property
     def tags(self) -> dict[str, str]:
-        return dict(self.add.get("tags") or {})
+        return dict(self.add.tags or {})
 
 
 def open_data_file(storage: TableStorage, f: LiveFile, *, pre_buffer: bool) -> pq.ParquetFile:
@@ -116,18 +110,20 @@ class TableSnapshot:
     def __init__(self, storage: TableStorage, state: LogState, dt: Any | None) -> None:
         self.storage = storage
         self.version = state.version
-        self.protocol = state.protocol
-        self.metadata = state.metadata
-        self.configuration: dict[str, str] = dict(state.metadata.get("configuration") or {})
+        assert state.protocol is not None and state.metadata is not None
+        self.protocol: Protocol = state.protocol
+        self.metadata: Metadata = state.metadata
+        self.configuration: dict[str, str] = dict(state.metadata.configuration or {})
         self.txns = state.txns
         self.schema = TableSchema.from_metadata(state.metadata)
-        self.partition_columns: list[str] = list(state.metadata.get("partitionColumns") or [])
+        self.partition_columns: list[str] = list(state.metadata.partition_columns or [])
         self._dt = dt
-        phys = {self.schema.partition_physical(c): c for c in self.partition_columns}
-        self.files = [
-            LiveFile(add, {phys.get(k, k): v for k, v in (add.get("partitionValues") or {}).items()})
-            for add in state.adds.values()
-        ]
+        self._logical = {self.schema.partition_physical(c): c for c in self.partition_columns}
+        self.files = [self.live_file(add) for add in state.adds.values()]
+
+    def live_file(self, add: Add) -> LiveFile:
+        """An ``add`` of this table as a live file (partition values by logical column name)."""
+        return LiveFile(add, {self._logical.get(k, k): v for k, v in (add.partition_values or {}).items()})
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -147,9 +143,8 @@ class TableSnapshot:
             version = listing.latest
         state = replay(storage, version, listing)
         dt = _open_deltalake(storage, version) if cross_check else None
-        check_protocol(
-            state.protocol, dict(state.metadata.get("configuration") or {}), state.metadata.get("schemaString")
-        )
+        assert state.protocol is not None and state.metadata is not None
+        check_protocol(state.protocol, dict(state.metadata.configuration or {}), state.metadata.schema_string)
         snap = cls(storage, state, dt)
         if dt is not None:
             snap._cross_check(dt)

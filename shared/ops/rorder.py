@@ -32,10 +32,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..core.actions import add_action, commit_info, encode, now_ms, remove_action, txn_action
-from ..core.commit import Intent, commit, maybe_checkpoint, scan_winners
+from ..core.actions import Action, CommitInfo, add_of, now_ms
+from ..core.conflicts import IsolationLevel, ReadSet
 from ..core.snapshot import LiveFile, TableSnapshot
 from ..core.storage import TableStorage
+from ..core.transaction import Transaction, txn_action
 from ..errors import (
     CommitConflictError,
     MessageError,
@@ -74,7 +75,8 @@ def rorder_single(
     Returns a report with status ``committed`` or ``skipped`` (already in layout, already committed by
     an earlier delivery, no live files). Raises a :class:`~deltaextras.errors.DeltaExtrasError` on
     failure; its ``retryable`` flag tells whether a later attempt can succeed. Nothing is committed
-    on failure and the files written so far are deleted.
+    on failure; the files written so far are deleted when it is proven that no log version names them
+    (after an ambiguous commit whose outcome stayed unknown they are left for vacuum).
 
     ``hooks`` (for tracing and fault injection) may name callables ``after_output(output_file)``
     (each output file, once it is complete on storage), ``after_rewrite(outputs)``,
@@ -113,12 +115,20 @@ def rorder_single(
         report.reason = f"no live files at version {snap.version}"
         return _finish(report, started)
     app_id = app_id_for(unit, msg.partition_value)
-    intent = Intent({f.path for f in files}, app_id, snap.version)
     if snap.txns.get(app_id, -1) >= snap.version:
         report.reason = f"already committed (txn {app_id} at version {snap.txns[app_id]})"
         return _finish(report, started)
-    _, done = scan_winners(storage, snap.version, intent)
-    if done:
+    # A dataChange: false rewrite: SnapshotIsolation (appends never conflict), our inputs must stay live.
+    txn = Transaction(
+        snap,
+        "OPTIMIZE",
+        IsolationLevel.SNAPSHOT_ISOLATION,
+        ReadSet(files={f.path for f in files}, app_id=app_id, app_version=snap.version),
+        before_put=hooks.get("before_commit"),
+        after_commit=hooks.get("after_commit"),
+    )
+    _, done = txn.catch_up()
+    if done is not None:
         report.reason = "already committed by an earlier delivery of this work"
         return _finish(report, started)
     if msg.files is None:
@@ -128,22 +138,28 @@ def rorder_single(
             return _finish(report, started)
 
     outputs, result = _rewrite(snap, files, by, msg, progress, hooks.get("after_output"))
+    for o in outputs:
+        txn.wrote(o.key)
     try:
         if "after_rewrite" in hooks:
             hooks["after_rewrite"](outputs)
         ts = now_ms()
-        actions = [
-            commit_info(
-                read_version=snap.version,
-                timestamp=ts,
-                parameters={
+        info = CommitInfo(
+            timestamp=ts,
+            operation="OPTIMIZE",
+            operation_parameters=_string_values(
+                {
                     "predicate": [f"{unit} = {msg.partition_value}"] if unit else [],
                     "rorderBy": by,
                     "sortBy": [list(p) for p in msg.options.sort_by],
                     "uniqueBy": list(msg.options.unique_by),
                     "targetFileSize": msg.options.target_file_size,
-                },
-                metrics={
+                }
+            ),
+            is_blind_append=False,
+            operation_metrics={
+                k: str(v)
+                for k, v in {
                     "numRemovedFiles": len(files),
                     "numAddedFiles": len(outputs),
                     "numRemovedBytes": sum(f.size for f in files),
@@ -153,34 +169,27 @@ def rorder_single(
                     "numDuplicateRowsRemoved": result.duplicates_removed,
                     "numOutputRows": result.rows_out,
                     "numOutputRowGroups": sum(o.row_groups for o in outputs),
-                },
-            ),
-            txn_action(app_id, snap.version, ts),
-            *(remove_action(f.add, ts) for f in files),
-            *(add_action(o, o.partition_values, ts) for o in outputs),
-        ]
-        payload = encode(actions)
-        outcome = commit(
-            storage,
-            snap.version,
-            intent,
-            lambda _v: payload,
-            before_put=hooks.get("before_commit"),
+                }.items()
+            },
         )
+        actions: list[Action] = [
+            info,
+            txn_action(app_id, snap.version, ts),
+            *(f.add.retire(ts, data_change=False) for f in files),
+            *(add_of(o, o.partition_values, ts, data_change=False) for o in outputs),
+        ]
+        outcome = txn.commit(lambda _v: actions)
     except BaseException:
-        _delete_outputs(storage, outputs)
+        txn.abort()  # deletes the outputs only when no version can name them
         raise
     if outcome.version is None:
-        _delete_outputs(storage, outputs)
+        txn.abort()
         report.reason = "already committed by a concurrent delivery of this work"
         return _finish(report, started)
-    if "after_commit" in hooks:
-        hooks["after_commit"](outcome.version)
-    maybe_checkpoint(storage, outcome.version, snap.configuration, snap.protocol)
     report.status = "committed"
     report.reason = f"{len(files)} file(s) rewritten"
     report.commit_version = outcome.version
-    report.commit_attempts = outcome.attempts
+    report.commit_attempts = max(1, outcome.attempts)
     report.files_removed = len(files)
     report.files_added = len(outputs)
     report.bytes_removed = sum(f.size for f in files)
@@ -193,6 +202,11 @@ def rorder_single(
     report.passes = result.passes
     report.spilled_bytes = result.spilled_bytes
     return _finish(report, started)
+
+
+def _string_values(parameters: dict[str, Any]) -> dict[str, str]:
+    """``operationParameters`` as Spark writes them: JSON text for anything but strings."""
+    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in parameters.items()}
 
 
 def _as_message(message: Any) -> RorderMessage:

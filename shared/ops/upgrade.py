@@ -28,15 +28,20 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..core.actions import encode, now_ms
-from ..core.commit import Intent, commit
-from ..core.protocol import has_feature
+from ..core.actions import Action, CommitInfo, Protocol, now_ms
+from ..core.conflicts import IsolationLevel, ReadSet
+from ..core.snapshot import TableSnapshot
 from ..core.storage import TableStorage
-from ..version import __version__
+from ..core.transaction import Transaction
+from ..errors import MetadataChangedError, ProtocolChangedError
+from .table import load_snapshot, table_args
+
+MAX_RESTARTS = 8
 
 # Features implied by the legacy protocol versions (PROTOCOL.md, "Table Features for New and Existing Tables").
 _LEGACY_WRITER = {
@@ -49,18 +54,17 @@ _LEGACY_WRITER = {
 _LEGACY_READER = {2: ["columnMapping"]}
 
 
-def upgraded_protocol(protocol: Mapping[str, Any], reader: list[str], writer: list[str]) -> dict[str, Any]:
+def upgraded_protocol(protocol: Protocol, reader: list[str], writer: list[str]) -> Protocol:
     """The protocol with the given reader and writer features added, at reader 3 / writer 7.
 
     Example:
-        >>> upgraded_protocol({"minReaderVersion": 1, "minWriterVersion": 4}, ["deletionVectors"],
-        ...                   ["deletionVectors"])["writerFeatures"]
+        >>> upgraded_protocol(Protocol(1, 4), ["deletionVectors"], ["deletionVectors"]).writer_features
         ['appendOnly', 'changeDataFeed', 'checkConstraints', 'deletionVectors', 'generatedColumns', 'invariants']
     """
-    old_reader = int(protocol.get("minReaderVersion", 1))
-    old_writer = int(protocol.get("minWriterVersion", 1))
-    readers = set(protocol.get("readerFeatures") or [])
-    writers = set(protocol.get("writerFeatures") or [])
+    old_reader = int(protocol.min_reader_version)
+    old_writer = int(protocol.min_writer_version)
+    readers = set(protocol.reader_features or [])
+    writers = set(protocol.writer_features or [])
     if old_writer < 7:
         for version, names in _LEGACY_WRITER.items():
             if old_writer >= version:
@@ -72,55 +76,47 @@ def upgraded_protocol(protocol: Mapping[str, Any], reader: list[str], writer: li
     readers.update(reader)
     writers.update(writer)
     writers.update(readers)  # reader features are listed as writer features too
-    return {
-        "minReaderVersion": 3,
-        "minWriterVersion": 7,
-        "readerFeatures": sorted(readers),
-        "writerFeatures": sorted(writers),
-    }
+    return Protocol(3, 7, sorted(readers), sorted(writers), dict(protocol.extra))
 
 
 def enable_deletion_vectors(table: Any, *, storage_options: Mapping[str, str] | None = None) -> int | None:
     """Enable deletion vectors on a table: protocol upgrade and ``delta.enableDeletionVectors=true``.
 
-    Returns the version committed, or None when the table already had both. Raises
-    :class:`~deltaextras.errors.CommitConflictError` if a concurrent commit changed the table's
-    metadata or protocol first (nothing is committed then; call again).
+    Returns the version committed, or None when the table already had both. A concurrent change of the
+    table's metadata or protocol makes it look again (up to a few times), then
+    :class:`~deltaextras.errors.CommitConflictError` (nothing committed; call again).
     """
-    from .delete import load_snapshot, table_args
-
     uri, options = table_args(table, storage_options)
     storage = TableStorage(uri, options)
-    snap = load_snapshot(storage)
+    for attempt in range(MAX_RESTARTS + 1):
+        snap = load_snapshot(storage)
+        try:
+            return _enable(snap)
+        except (MetadataChangedError, ProtocolChangedError):
+            if attempt == MAX_RESTARTS:
+                raise
+    return None  # pragma: no cover - the loop returns or raises
+
+
+def _enable(snap: TableSnapshot) -> int | None:
+    has = snap.protocol.has_feature("deletionVectors") and "deletionVectors" in (snap.protocol.reader_features or [])
     config = dict(snap.configuration)
-    has = has_feature(snap.protocol, "deletionVectors") and "deletionVectors" in (
-        snap.protocol.get("readerFeatures") or []
-    )
     enabled = str(config.get("delta.enableDeletionVectors", "false")).lower() == "true"
     if has and enabled:
         return None
-    actions: list[dict[str, Any]] = []
-    ts = now_ms()
-    actions.append(
-        {
-            "commitInfo": {
-                "timestamp": ts,
-                "operation": "SET TBLPROPERTIES",
-                "operationParameters": {"properties": json.dumps({"delta.enableDeletionVectors": "true"})},
-                "readVersion": snap.version,
-                "isolationLevel": "Serializable",
-                "isBlindAppend": True,
-                "engineInfo": f"deltaextras/{__version__}",
-            }
-        }
-    )
+    actions: list[Action] = [
+        CommitInfo(
+            timestamp=now_ms(),
+            operation="SET TBLPROPERTIES",
+            operation_parameters={"properties": json.dumps({"delta.enableDeletionVectors": "true"})},
+            is_blind_append=True,  # as Spark writes a metadata-only commit
+        )
+    ]
     if not has:
-        actions.append({"protocol": upgraded_protocol(snap.protocol, ["deletionVectors"], ["deletionVectors"])})
+        actions.append(upgraded_protocol(snap.protocol, ["deletionVectors"], ["deletionVectors"]))
     if not enabled:
-        metadata = dict(snap.metadata)
         config["delta.enableDeletionVectors"] = "true"
-        metadata["configuration"] = config
-        actions.append({"metaData": metadata})
-    payload = encode(actions)
-    result = commit(storage, snap.version, Intent(set(), "deltaextras.enable_deletion_vectors", -1), lambda _v: payload)
-    return result.version
+        actions.append(dataclasses.replace(snap.metadata, configuration=config))
+    # Reads no data: only a concurrent metadata or protocol change conflicts with it.
+    txn = Transaction(snap, "SET TBLPROPERTIES", IsolationLevel.SERIALIZABLE, ReadSet())
+    return txn.commit(lambda _v: actions).version

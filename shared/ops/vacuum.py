@@ -37,11 +37,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..core.actions import now_ms
+from ..core.actions import Add, Cdc, Remove, now_ms
 from ..core.dv import file_key
-from ..core.log import LOG_DIR, latest_version, list_log, read_commit
+from ..core.log import LOG_DIR, latest_version, log_actions
 from ..core.storage import TableStorage, log_path_to_key
 from ..errors import InvalidArgumentError, StorageError
+from .table import load_snapshot, table_args
 
 DEFAULT_RETENTION_HOURS = 168.0
 _INTERVAL = re.compile(r"^\s*(?:interval\s+)?(\d+(?:\.\d+)?)\s*([a-z]+)\s*$", re.IGNORECASE)
@@ -93,8 +94,6 @@ def _open(
     table: Any, storage_options: Mapping[str, str] | None, retention_hours: float | None
 ) -> tuple[str, TableStorage, Any, float]:
     """URI, storage, snapshot and retention (hours) of a vacuum."""
-    from .delete import load_snapshot, table_args
-
     uri, options = table_args(table, storage_options)
     storage = TableStorage(uri, options)
     snap = load_snapshot(storage)
@@ -106,15 +105,15 @@ def _open(
 
 def _vector_files(storage: TableStorage, snap: Any, hours: float, dry_run: bool) -> list[str]:
     cutoff = now_ms() - int(hours * 3_600_000)
-    live = {file_key(f.dv) for f in snap.files if f.dv and f.dv.get("storageType") == "u"}
+    live = {file_key(f.dv) for f in snap.files if f.dv and f.dv.storage_type == "u"}
     expired: set[str] = set()
     recent: set[str] = set()
     for remove in _removes(storage):
-        dv = remove.get("deletionVector")
-        if not dv or dv.get("storageType") != "u":
+        dv = remove.deletion_vector
+        if dv is None or dv.storage_type != "u":
             continue
         key = file_key(dv)
-        if int(remove.get("deletionTimestamp") or 0) < cutoff:
+        if int(remove.deletion_timestamp or 0) < cutoff:
             expired.add(key)
         else:
             recent.add(key)
@@ -199,20 +198,9 @@ def vacuum(
     return VacuumReport(table=uri, retention_hours=hours, dry_run=dry_run, data_files=data, vector_files=vectors)
 
 
-def _removes(storage: TableStorage) -> Iterable[dict[str, Any]]:
+def _removes(storage: TableStorage) -> Iterable[Remove]:
     """Every ``remove`` action the log still holds: commits present, and the newest checkpoint's tombstones."""
-    from ..core.log import _checkpoint_rows
-
-    listing = list_log(storage)
-    if listing.checkpoints:
-        newest = max(listing.checkpoints)
-        for action in _checkpoint_rows(storage, listing.checkpoints[newest]):
-            if action.get("remove"):
-                yield action["remove"]
-    for v in sorted(listing.commits):
-        for action in read_commit(storage, v) or []:
-            if "remove" in action:
-                yield action["remove"]
+    return (a for a in log_actions(storage) if isinstance(a, Remove))
 
 
 _STAGING = re.compile(r"#\d+$")
@@ -249,18 +237,17 @@ def orphans(table: Any, storage_options: Mapping[str, str] | None = None) -> lis
         >>> orphans(path)
         ['part-crashed.parquet']
     """
-    from .delete import table_args
-
     uri, options = table_args(table, storage_options)
     storage = TableStorage(uri, options)
     latest_version(storage)  # no log: TableNotFoundError
     referenced: set[str] = set()
-    for action in _file_actions(storage):
-        path = action.get("path")
-        if isinstance(path, str) and "://" not in path:
-            referenced.add(log_path_to_key(path))
-        dv = action.get("deletionVector")
-        if dv and dv.get("storageType") == "u":
+    for action in log_actions(storage):
+        if not isinstance(action, (Add, Remove, Cdc)):
+            continue
+        if "://" not in action.path:
+            referenced.add(log_path_to_key(action.path))
+        dv = None if isinstance(action, Cdc) else action.deletion_vector
+        if dv is not None and dv.storage_type == "u":
             referenced.add(file_key(dv))
     found = []
     for key, _size in storage.list(""):
@@ -276,24 +263,6 @@ def orphans(table: Any, storage_options: Mapping[str, str] | None = None) -> lis
                 if _STAGING.search(name):
                     found.append(os.path.relpath(os.path.join(dirpath, name), root).replace(os.sep, "/"))
     return sorted(found)
-
-
-def _file_actions(storage: TableStorage) -> Iterable[dict[str, Any]]:
-    """Every ``add``, ``remove`` and ``cdc`` action the log holds: commits present, newest checkpoint."""
-    from ..core.log import _checkpoint_rows
-
-    listing = list_log(storage)
-    if listing.checkpoints:
-        newest = max(listing.checkpoints)
-        for action in _checkpoint_rows(storage, listing.checkpoints[newest]):
-            for kind in ("add", "remove", "cdc"):
-                if action.get(kind):
-                    yield action[kind]
-    for v in sorted(listing.commits):
-        for action in read_commit(storage, v) or []:
-            for kind in ("add", "remove", "cdc"):
-                if action.get(kind):
-                    yield action[kind]
 
 
 __all__ = ["DEFAULT_RETENTION_HOURS", "orphans", "retention_hours_of", "vacuum_deletion_vectors"]

@@ -1,0 +1,351 @@
+"""One optimistic transaction: every writer of deltaextras commits through :class:`Transaction`.
+
+A transaction knows the snapshot it read (version, protocol, metadata), what the operation read
+(:class:`~deltaextras.core.conflicts.ReadSet`), its isolation level, the files it wrote and how to
+commit: check every commit after the read version (:mod:`deltaextras.core.conflicts`), create the next
+log entry atomically (put-if-absent), and on losing the race check the winner and try the next version.
+
+**Commit identity.** Each attempt writes a fresh ``commitInfo.txnId``. Object stores can store the entry
+and still report failure (an error after the write, a dropped connection whose retry answers "already
+exists", a timeout). After any put that did not plainly succeed the transaction reads version N back:
+our ``txnId`` → committed; someone else's → check it and go on at N+1; absent → put again (same
+payload, so whichever lands is recognized); unreadable → read again, a bounded number of times, then
+:class:`~deltaextras.errors.CommitOutcomeUnknownError` (retryable). It never guesses.
+
+**Written files.** :meth:`Transaction.abort` deletes the files the operation wrote only when it is proven
+that no committed version references them: no put was attempted, or every attempted version was read
+back as someone else's. Otherwise they stay for vacuum (an orphan costs bytes, a missing file the table).
+
+**Post-commit.** A checkpoint when the table's ``delta.checkpointInterval`` calls for one; its failure
+never fails the commit.
+
+Example:
+    >>> import tempfile, pyarrow as pa
+    >>> from deltalake import write_deltalake, DeltaTable
+    >>> from deltaextras.core.actions import Metadata
+    >>> from deltaextras.core.snapshot import TableSnapshot
+    >>> path = tempfile.mkdtemp()
+    >>> write_deltalake(path, pa.table({"x": [1]}))
+    >>> snap = TableSnapshot.load(path, cross_check=False)
+    >>> meta = Metadata(**{**vars(snap.metadata), "configuration": {"owner": "me"}})
+    >>> txn = Transaction(snap, "SET TBLPROPERTIES", IsolationLevel.SERIALIZABLE)
+    >>> result = txn.commit(lambda version: [meta])
+    >>> result.version, DeltaTable(path).metadata().configuration
+    (1, {'owner': 'me'})
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from ..errors import (
+    CommitOutcomeUnknownError,
+    CommitRetriesExhaustedError,
+    DeltaExtrasError,
+    StorageError,
+)
+from .actions import ENGINE, Action, CommitInfo, Protocol, Txn, decode_commit, encode_commit, now_ms
+from .conflicts import Conflict, IsolationLevel, ReadSet, Winner, check_winner
+from .log import commit_key
+from .snapshot import TableSnapshot
+from .storage import TableStorage
+
+log = logging.getLogger(__name__)
+
+MAX_LOST_RACES = 64
+MAX_WINNERS = 100_000
+READ_BACK_ATTEMPTS = 6  # reads of a version before giving up (0.1 s doubling between them: ~3 s in all)
+SAME_VERSION_PUTS = 4  # puts of one payload at one version whose read-back showed nothing yet
+
+Resolver = Callable[[list[Winner], list[Conflict], int], None]
+
+
+@dataclass
+class CommitResult:
+    """Where the commit landed. ``version`` None: nothing committed, because ``done`` (the same work was
+    already committed) or because ``build`` had nothing left to commit."""
+
+    version: int | None
+    attempts: int = 0
+    winners_checked: int = 0
+    done: bool = False
+    actions: list[Action] = field(default_factory=list)
+
+
+class Transaction:
+    """One optimistic transaction against a table (see the module docstring).
+
+    ``resolve(winners, conflicts, version)``, when given, is called with the ``append`` and
+    ``delete_read`` conflicts of the winners up to ``version`` instead of raising them: the operation
+    re-plans (and updates :attr:`read`) or raises. ``before_put(version)`` / ``after_commit(version)``
+    are hooks for tracing and tests.
+    """
+
+    def __init__(
+        self,
+        snapshot: TableSnapshot,
+        operation: str,
+        isolation: IsolationLevel,
+        read: ReadSet | None = None,
+        *,
+        resolve: Resolver | None = None,
+        before_put: Callable[[int], None] | None = None,
+        after_commit: Callable[[int], None] | None = None,
+    ) -> None:
+        self.snapshot = snapshot
+        self.storage: TableStorage = snapshot.storage
+        self.read_version = snapshot.version
+        self.operation = operation
+        self.isolation = isolation
+        self.read = read or ReadSet()
+        self.resolve = resolve
+        self.before_put = before_put
+        self.after_commit = after_commit
+        self.written: list[str] = []  # storage keys of files this transaction wrote
+        self.txn_ids: dict[str, list[Action]] = {}  # txnId of each attempt -> its actions
+        self.unresolved: set[int] = set()  # versions where a put of ours may have landed
+        self.committed: int | None = None
+        self.checked_to = self.read_version  # every commit up to here was checked against us
+        self.attempts = 0
+        self.winners_checked = 0
+
+    # ------------------------------------------------------------------ files
+    def wrote(self, key: str) -> None:
+        """Record a file written for this transaction (a storage key under the table root)."""
+        self.written.append(key)
+
+    @property
+    def can_discard(self) -> bool:
+        """Whether no committed version can reference the files written: nothing committed and every
+        attempted version read back as someone else's."""
+        return self.committed is None and not self.unresolved
+
+    def abort(self) -> bool:
+        """Delete the files written, when that is proven safe; otherwise leave them for vacuum.
+
+        Returns whether they were deleted.
+        """
+        if not self.can_discard:
+            if self.written and self.committed is None:
+                log.warning(
+                    "left %d file(s) of %s for vacuum: the outcome of a commit attempt is not known",
+                    len(self.written),
+                    self.storage.uri,
+                )
+            return False
+        self.discard(self.written)
+        self.written = []
+        return True
+
+    def discard(self, keys: Sequence[str]) -> None:
+        """Delete some written files that no committed version names (caller's proof), quietly."""
+        for key in keys:
+            try:
+                self.storage.delete(key)
+            except Exception:  # cleanup must not mask the original error
+                log.warning("could not delete orphan %s (vacuum will)", key)
+
+    # ------------------------------------------------------------------ winners
+    def catch_up(self, version: int | None = None) -> tuple[int, CommitResult | None]:
+        """Check every commit from ``version`` (default: the first one not checked yet) that exists.
+
+        Returns ``(first free version, result)``; ``result`` is set when a winner is our own commit or
+        already holds our work. Conflicts are raised, or handed to ``resolve``.
+        """
+        v = self.checked_to + 1 if version is None else version
+        winners: list[Winner] = []
+        pending: list[Conflict] = []
+        while True:
+            actions = self._read_version(v)
+            if actions is None:
+                break
+            self.winners_checked += 1
+            if self.winners_checked > MAX_WINNERS:
+                raise CommitRetriesExhaustedError(
+                    f"more than {MAX_WINNERS} commits since version {self.read_version}; plan again"
+                )
+            winner = Winner(v, actions)
+            verdict = check_winner(winner, self.read, self.isolation, self.txn_ids)
+            if verdict.ours:
+                return v, self._landed(v, winner)
+            if verdict.done:
+                log.info("version %d of %s already holds this work (txn %s)", v, self.storage.uri, self.read.app_id)
+                return v, CommitResult(None, self.attempts, self.winners_checked, done=True)
+            for c in verdict.conflicts:
+                if c.kind in ("append", "delete_read") and self.resolve is not None:
+                    pending.append(c)
+                else:
+                    raise c.error()
+            winners.append(winner)
+            v += 1
+        if pending and self.resolve is not None:
+            self.resolve(winners, pending, v - 1)
+        self.checked_to = max(self.checked_to, v - 1)
+        return v, None
+
+    def _read_version(self, version: int) -> list[Action] | None:
+        """Actions of a commit, None when absent; storage errors retried (bounded), then raised."""
+        delay = 0.1
+        for attempt in range(READ_BACK_ATTEMPTS):
+            try:
+                data = self.storage.read(commit_key(version))
+            except FileNotFoundError:
+                return None
+            except (StorageError, OSError, TimeoutError) as exc:
+                if attempt + 1 == READ_BACK_ATTEMPTS:
+                    raise (self._unknown(version, exc) if version in self.unresolved else _as_storage(exc)) from None
+                time.sleep(delay)
+                delay *= 2
+                continue
+            return decode_commit(data, version)
+        return None  # pragma: no cover - the loop returns or raises
+
+    def _unknown(self, version: int, exc: BaseException) -> CommitOutcomeUnknownError:
+        return CommitOutcomeUnknownError(
+            f"could not tell whether version {version} of {self.storage.uri} is this commit ({str(exc)[:160]}); "
+            f"the {len(self.written)} file(s) written are kept. Run the same work again"
+        )
+
+    def _landed(self, version: int, winner: Winner) -> CommitResult:
+        self.committed = version
+        self.unresolved.clear()
+        info = winner.commit_info
+        actions = self.txn_ids.get(info.txn_id or "", winner.actions) if info else winner.actions
+        log.info("committed version %d of %s after %d attempt(s)", version, self.storage.uri, self.attempts)
+        return self._finish(version, CommitResult(version, self.attempts, self.winners_checked, actions=list(actions)))
+
+    # ------------------------------------------------------------------ commit
+    def commit(self, build: Callable[[int], list[Action]]) -> CommitResult:
+        """Commit ``build(version)`` as the next log entry after the read version.
+
+        ``build`` is called before each attempt (after winners were checked and resolved) and returns
+        the actions; an empty list means nothing is left to commit. The transaction adds or completes
+        the ``commitInfo`` (``txnId``, ``readVersion``, ``isolationLevel``, ``engineInfo``).
+        """
+        v, result = self.catch_up()
+        if result is not None:
+            return result
+        lost = 0
+        while True:
+            actions = build(v)
+            if not actions:
+                return CommitResult(None, self.attempts, self.winners_checked)
+            actions, payload = self._stamp(actions)
+            outcome = self._put(v, actions, payload)
+            if outcome is not None:
+                return outcome
+            lost += 1
+            if lost >= MAX_LOST_RACES:
+                raise CommitRetriesExhaustedError(
+                    f"lost the race for the next log version {lost} times in a row; nothing was committed, retry later"
+                )
+            v, result = self.catch_up(v)
+            if result is not None:
+                return result
+
+    def _stamp(self, actions: list[Action]) -> tuple[list[Action], bytes]:
+        txn_id = str(uuid.uuid4())
+        info = next((a for a in actions if isinstance(a, CommitInfo)), None)
+        if info is None:
+            info = CommitInfo(timestamp=now_ms(), operation=self.operation)
+            actions = [info, *actions]
+        info.txn_id = txn_id
+        info.read_version = self.read_version
+        info.isolation_level = self.isolation.value
+        info.engine_info = info.engine_info or ENGINE
+        if info.operation is None:
+            info.operation = self.operation
+        if info.is_blind_append is None:
+            info.is_blind_append = False
+        self.txn_ids[txn_id] = actions
+        return actions, encode_commit(actions)
+
+    def _put(self, version: int, actions: list[Action], payload: bytes) -> CommitResult | None:
+        """Try one version; the result when committed, None when someone else holds it."""
+        key = commit_key(version)
+        for _ in range(SAME_VERSION_PUTS):
+            self.attempts += 1
+            if self.before_put is not None:
+                self.before_put(version)
+            self.unresolved.add(version)  # from here on the entry may exist, whatever the call says
+            failure: BaseException | None = None
+            try:
+                if self.storage.put_if_absent(key, payload):
+                    return self._succeeded(version, actions)
+            except (StorageError, OSError, TimeoutError) as exc:
+                failure = exc
+                log.warning("put of version %d of %s failed ambiguously: %s", version, self.storage.uri, exc)
+            found = self._read_version(version)
+            if found is None:
+                continue  # not there (yet): put the same payload again; either landing is recognized
+            winner = Winner(version, found)
+            info = winner.commit_info
+            if info is not None and info.txn_id in self.txn_ids:
+                said = "an error" if failure is not None else "a lost race"
+                log.info("version %d of %s is ours although the put reported %s", version, self.storage.uri, said)
+                return self._landed(version, winner)
+            self.unresolved.discard(version)  # someone else's: our payload can never land there
+            return None
+        raise CommitOutcomeUnknownError(
+            f"version {version} of {self.storage.uri} could not be written nor read back after {SAME_VERSION_PUTS} "
+            f"puts; the {len(self.written)} file(s) written are kept. Run the same work again"
+        )
+
+    def _succeeded(self, version: int, actions: list[Action]) -> CommitResult:
+        self.committed = version
+        self.unresolved.clear()
+        log.info("committed version %d of %s after %d attempt(s)", version, self.storage.uri, self.attempts)
+        return self._finish(version, CommitResult(version, self.attempts, self.winners_checked, actions=actions))
+
+    def _finish(self, version: int, result: CommitResult) -> CommitResult:
+        if self.after_commit is not None:
+            self.after_commit(version)
+        checkpoint(self.storage, version, self.snapshot.configuration, self.snapshot.protocol)
+        return result
+
+
+def _as_storage(exc: BaseException) -> DeltaExtrasError:
+    if isinstance(exc, DeltaExtrasError):
+        return exc
+    return StorageError(f"storage failed while reading the log: {str(exc)[:200]}")
+
+
+def txn_action(app_id: str, version: int, timestamp: int) -> Txn:
+    """The idempotency marker: a redelivered message with the same (appId, version) commits nothing."""
+    return Txn(app_id=app_id, version=version, last_updated=timestamp)
+
+
+def checkpoint(storage: TableStorage, version: int, configuration: dict[str, str], protocol: Protocol) -> bool:
+    """Write a checkpoint at ``version`` when the table's interval calls for it; never fails the commit."""
+    interval = int(configuration.get("delta.checkpointInterval", "100") or 100)
+    if interval <= 0 or version % interval:
+        return False
+    if "v2Checkpoint" in (protocol.writer_features or []):
+        log.info("version %d: table uses v2 checkpoints; leaving the checkpoint to its other writers", version)
+        return False
+    try:
+        from deltalake import DeltaTable
+
+        DeltaTable(
+            storage.deltalake_uri, version=version, storage_options=storage.storage_options or None
+        ).create_checkpoint()
+        return True
+    except Exception as exc:
+        log.warning("checkpoint at version %d failed (the commit stands): %s", version, str(exc)[:200])
+        return False
+
+
+__all__ = [
+    "MAX_LOST_RACES",
+    "CommitResult",
+    "IsolationLevel",
+    "ReadSet",
+    "Transaction",
+    "Winner",
+    "checkpoint",
+    "txn_action",
+]
