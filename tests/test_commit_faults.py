@@ -1,0 +1,123 @@
+"""Storage faults at the network level, after the write took effect, for every PUT a commit depends on.
+
+Our writer reaches Azurite or moto S3 through :mod:`faultproxy` (its storage options point at the proxy);
+the table is set up, and judged afterwards, directly on the emulator. For each operation (rorder of one
+partition, delete with deletion vectors, delete copy-on-write) and each PUT it makes -- the log entry,
+a data file, a deletion-vector file, the checkpoint -- the proxy lets the first matching request land
+and then (a) answers 503, (b) drops the connection, or (c) holds the answer past the client timeout.
+object_store retries (a) and (b); the retry of a conditional log-entry PUT then meets "already exists":
+the ambiguous commit.
+
+Promises checked in every case:
+
+* the fault fired;
+* the call reports committed, or raises a :class:`~deltaextras.DeltaExtrasError` with ``retryable=True``;
+* delta-rs reads exactly the expected rows (after a reported commit: the operation's result; after an
+  error: the rows before or after, nothing else), and every file the log references exists;
+* the same call run again converges: committed, or already committed / nothing to do; then the content
+  is exactly the operation's result (also through Sail on Azurite), every referenced file exists, and
+  the log holds exactly one commit of the operation.
+"""
+
+from __future__ import annotations
+
+import pytest
+from faultproxy import FaultProxy, Rule
+from reliability_support import sail_content
+from txn_support import (
+    after_op,
+    assert_files_exist,
+    content,
+    expected,
+    make_table,
+    our_commits,
+    run_op,
+)
+
+CLIENT_TIMEOUT = "2s"
+HOLD_SECONDS = 3.0  # > CLIENT_TIMEOUT: the held answer arrives after the client gave up
+
+TARGETS = {
+    "log": r"/_delta_log/\d{20}\.json$",
+    "data": r"/node_id_range(=|%3D)\d+/[^/]+\.parquet$",
+    "dv": r"/deletion_vector_[^/]+\.bin$",
+    "checkpoint": r"/_delta_log/\d{20}\.checkpoint\.parquet$",
+}
+# which PUTs each operation makes (a deletion-vector delete writes no data file; copy-on-write no vector)
+CASES = [
+    ("rorder", "log"),
+    ("delete_dv", "log"),
+    ("delete_cow", "log"),
+    ("rorder", "data"),
+    ("delete_cow", "data"),
+    ("delete_dv", "dv"),
+    ("rorder", "checkpoint"),
+    ("delete_dv", "checkpoint"),
+    ("delete_cow", "checkpoint"),
+]
+FAULTS = ["503", "drop", "timeout"]
+
+
+@pytest.fixture(params=["azurite", "s3"])
+def cloud(request: pytest.FixtureRequest) -> tuple[str, str, dict[str, str], int]:
+    """(backend name, table root, direct storage options, emulator port)."""
+    if request.param == "azurite":
+        az = request.getfixturevalue("azurite")
+        az.create_container("faults")
+        return "azurite", "az://faults", dict(az.storage_options), az.blob_port
+    s3 = request.getfixturevalue("moto")
+    s3.create_bucket("faults")
+    return "s3", "s3://faults", dict(s3.storage_options), s3.port
+
+
+def through(name: str, options: dict[str, str], proxy: FaultProxy) -> dict[str, str]:
+    """The same storage options, sent through the proxy, with a short client timeout."""
+    out = dict(options)
+    if name == "azurite":
+        out["azure_storage_endpoint"] = f"http://127.0.0.1:{proxy.port}/devstoreaccount1"
+    else:
+        out["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{proxy.port}"
+    out["timeout"] = CLIENT_TIMEOUT
+    return out
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+@pytest.mark.parametrize(("op", "target"), CASES, ids=[f"{o}-{t}" for o, t in CASES])
+def test_put_fault_after_write(
+    op: str, target: str, fault: str, cloud: tuple[str, str, dict[str, str], int], request: pytest.FixtureRequest
+) -> None:
+    import uuid
+
+    name, root, direct, port = cloud
+    uri = f"{root}/{op}-{target}-{fault}-{uuid.uuid4().hex[:8]}"
+    rows = make_table(
+        uri,
+        direct,
+        deletion_vectors=op == "delete_dv",
+        checkpoint_interval=1 if target == "checkpoint" else None,
+    )
+    before, after = expected(rows), expected(after_op(op, rows))
+    with FaultProxy(port) as proxy:
+        rule = proxy.add(Rule("PUT", TARGETS[target], fault, delay=HOLD_SECONDS))
+        options = through(name, direct, proxy)
+        first = run_op(op, uri, options)
+        assert rule.fired == 1, f"the {fault} fault on the {target} PUT never fired: {proxy.requests('PUT')}"
+        if first.kind == "raised":
+            assert first.error is not None and first.error.retryable, f"not a retryable error: {first.detail}"
+            assert content(uri, direct) in (before, after), "after an error the table holds neither state"
+        else:
+            assert first.kind == "committed", f"neither committed nor a retryable error: {first.detail}"
+            assert content(uri, direct) == after, "reported committed, but the content is not the result"
+        assert_files_exist(uri, direct)
+        assert len(our_commits(uri, direct, op)) <= 1, "the operation committed twice"
+
+        proxy.clear()
+        second = run_op(op, uri, options)
+        assert second.kind in ("committed", "nothing"), f"the rerun did not converge: {second.detail}"
+        if first.kind == "committed":
+            assert second.kind == "nothing", f"the rerun committed again after a commit: {second.detail}"
+    assert content(uri, direct) == after
+    assert_files_exist(uri, direct)
+    assert len(our_commits(uri, direct, op)) == 1, "the log must hold exactly one commit of the operation"
+    if name == "azurite" and target == "log":
+        assert sail_content(request.getfixturevalue("spark_cloud"), uri) == after
