@@ -248,7 +248,8 @@ def assert_files_exist(uri: str, options: Options) -> int:
 
 
 def our_commits(uri: str, options: Options, op: str) -> list[int]:
-    """Versions of the commits of ``op`` (its ``commitInfo.operation``) written by deltaextras."""
+    """Versions of the commits of ``op`` written by deltaextras (its ``commitInfo.operation``; for a delete
+    also its predicate, so that other deletes of ours do not count)."""
     found = []
     for version, actions in sorted(log_entries(uri, options).items()):
         for action in actions:
@@ -257,6 +258,7 @@ def our_commits(uri: str, options: Options, op: str) -> list[int]:
                 info
                 and str(info.get("engineInfo", "")).startswith("deltaextras")
                 and info.get("operation") == OUR_OPERATIONS[op]
+                and (op == "rorder" or (info.get("operationParameters") or {}).get("predicate") == DELETE_PREDICATE)
             ):
                 found.append(version)
     return found
