@@ -53,6 +53,7 @@ from txn_support import (
     our_commits,
     run_op,
     sensor_rows,
+    spark_style_append,
 )
 
 import deltaextras
@@ -69,8 +70,15 @@ import deltaextras.errors
 # vectors) instead of raising: then the content must be exactly "winner, then our delete".
 EXPECTED: dict[str, dict[str, str]] = {
     # winner kind -> {rorder (SnapshotIsolation), delete_dv / delete_cow (WriteSerializable)}
-    "append_same_partition": {"rorder": "commit", "delete_dv": "commit", "delete_cow": "commit"},
-    "append_other_partition": {"rorder": "commit", "delete_dv": "commit", "delete_cow": "commit"},
+    "blind_append_same_partition": {"rorder": "commit", "delete_dv": "commit", "delete_cow": "commit"},
+    "blind_append_other_partition": {"rorder": "commit", "delete_dv": "commit", "delete_cow": "commit"},
+    # delta-rs writes appends without commitInfo.isBlindAppend: Delta then counts their files as changed
+    # data that a WriteSerializable delete should have read (its file holds node 2)
+    "append_without_blind_flag": {
+        "rorder": "commit",
+        "delete_dv": "commit|conflict:ConcurrentAppend",
+        "delete_cow": "commit|conflict:ConcurrentAppend",
+    },
     "update_into_predicate": {
         "rorder": "commit",
         "delete_dv": "commit|conflict:ConcurrentAppend",
@@ -101,10 +109,11 @@ EXPECTED: dict[str, dict[str, str]] = {
         "delete_dv": "commit",  # re-planned onto the compaction's output
         "delete_cow": "commit|conflict:ConcurrentDeleteRead",
     },
+    # delta-rs writes the unchanged protocol beside the new metaData: a writer may name either
     "metadata_property": {
-        "rorder": "conflict:MetadataChanged",
-        "delete_dv": "commit|conflict:MetadataChanged",
-        "delete_cow": "commit|conflict:MetadataChanged",
+        "rorder": "conflict:MetadataChanged|conflict:ProtocolChanged",
+        "delete_dv": "commit|conflict:MetadataChanged|conflict:ProtocolChanged",
+        "delete_cow": "commit|conflict:MetadataChanged|conflict:ProtocolChanged",
     },
     "protocol_feature": {
         "rorder": "commit|conflict:ProtocolChanged",
@@ -119,17 +128,17 @@ RORDER_APP_ID = 'deltaextras.rorder:["node_id_range","0"]'  # the documented app
 # ------------------------------------------------------------------------------------------- winners
 @dataclass(frozen=True)
 class WinnerKind:
-    """How the winner commits (``commit(uri, read_version)``) and what it does to the rows. A blind
-    append (``appended``) serializes after a WriteSerializable delete that commits later: its rows stay."""
+    """How the winner commits (``commit(uri, read_version)``) and what it does to the rows."""
 
     commit: Callable[[str, int], None]
     effect: Callable[[pa.Table], pa.Table]
-    appended: pa.Table | None = None
+    blind: bool = False
 
     def then(self, op: str, rows: pa.Table) -> pa.Table:
-        """The content once both the winner and our ``op`` committed (in their serial order)."""
-        if self.appended is not None:
-            return pa.concat_tables([after_op(op, rows), self.appended])
+        """The content once both the winner and our ``op`` committed, in their serial order: a blind
+        append after us (its rows stay), anything else before us (our operation applies to its result)."""
+        if self.blind:
+            return self.effect(after_op(op, rows))
         return after_op(op, self.effect(rows))
 
 
@@ -161,12 +170,12 @@ def _our_dv_delete(uri: str, _v: int) -> None:
     assert report.commit_version is not None
 
 
-def _txn_append(uri: str, read_version: int) -> None:
-    """A blind append carrying the rewrite's ``txn`` at the version it read (what an earlier delivery of
-    the same work leaves in the log, as far as the ``txn`` goes)."""
+def _txn_only(uri: str, read_version: int) -> None:
+    """A commit carrying the rewrite's ``txn`` at the version it read and no data (an empty delta-rs
+    append): what an earlier delivery of the same work leaves in the log, as far as the ``txn`` goes."""
     write_deltalake(
         uri,
-        APPEND_OTHER,
+        APPEND_SAME.slice(0, 0),
         mode="append",
         partition_by=[UNIT],
         commit_properties=CommitProperties(app_transactions=[Transaction(RORDER_APP_ID, read_version)]),
@@ -174,11 +183,18 @@ def _txn_append(uri: str, read_version: int) -> None:
 
 
 WINNERS: dict[str, WinnerKind] = {
-    "append_same_partition": WinnerKind(
-        lambda uri, _v: append(uri, None, APPEND_SAME), lambda r: pa.concat_tables([r, APPEND_SAME]), APPEND_SAME
+    "blind_append_same_partition": WinnerKind(
+        lambda uri, _v: spark_style_append(uri, APPEND_SAME),
+        lambda r: pa.concat_tables([r, APPEND_SAME]),
+        blind=True,
     ),
-    "append_other_partition": WinnerKind(
-        lambda uri, _v: append(uri, None, APPEND_OTHER), lambda r: pa.concat_tables([r, APPEND_OTHER]), APPEND_OTHER
+    "blind_append_other_partition": WinnerKind(
+        lambda uri, _v: spark_style_append(uri, APPEND_OTHER),
+        lambda r: pa.concat_tables([r, APPEND_OTHER]),
+        blind=True,
+    ),
+    "append_without_blind_flag": WinnerKind(
+        lambda uri, _v: append(uri, None, APPEND_SAME), lambda r: pa.concat_tables([r, APPEND_SAME])
     ),
     "update_into_predicate": WinnerKind(
         lambda uri, _v: DeltaTable(uri).update(predicate="seq = 1000", updates={"node_id": "2"}),
@@ -200,17 +216,33 @@ WINNERS: dict[str, WinnerKind] = {
     "protocol_feature": WinnerKind(
         lambda uri, _v: DeltaTable(uri).alter.add_feature(TableFeatures.CheckConstraints), lambda r: r
     ),
-    "txn_with_our_app_id": WinnerKind(_txn_append, lambda r: pa.concat_tables([r, APPEND_OTHER]), APPEND_OTHER),
+    "txn_with_our_app_id": WinnerKind(_txn_only, lambda r: r),
 }
 
 
-def _allowed(cell: str) -> dict[str, str | None]:
-    """``"commit|conflict:ConcurrentAppend"`` -> {"commit": None, "conflict": "ConcurrentAppend"}."""
-    out: dict[str, str | None] = {}
+def _allowed(cell: str) -> dict[str, set[str]]:
+    """``"commit|conflict:ConcurrentAppend"`` -> {"commit": set(), "conflict": {"ConcurrentAppend"}}."""
+    out: dict[str, set[str]] = {}
     for part in cell.split("|"):
         kind, _, detail = part.partition(":")
-        out[kind] = detail or None
+        out.setdefault(kind, set()).update([detail] if detail else [])
     return out
+
+
+def check_conflict(exc: BaseException | None, kinds: set[str], detail: str) -> None:
+    """``exc`` is a :class:`CommitConflictError`; where the library names Delta's kinds (``<Kind>Error``)
+    it is one of ``kinds``; retryable exactly for ``ConcurrentAppend``."""
+    assert isinstance(exc, deltaextras.CommitConflictError), f"not a commit conflict: {detail}"
+    classes = {k: getattr(deltaextras.errors, f"{k}Error", None) for k in kinds}
+    known = {k: c for k, c in classes.items() if c is not None}
+    if known:
+        matched = [k for k, c in known.items() if isinstance(exc, c)]
+        assert matched, f"expected one of {sorted(f'{k}Error' for k in known)}, got {detail}"
+        kind = matched[0]
+    else:
+        assert len(kinds) == 1 or "ConcurrentAppend" not in kinds, kinds
+        kind = next(iter(kinds))
+    assert exc.retryable is (kind == "ConcurrentAppend"), f"retryable={exc.retryable} for {kind}: {detail}"
 
 
 def test_the_table_covers_every_winner_and_operation() -> None:
@@ -243,13 +275,7 @@ def test_conflict_table(winner: str, op: str, tmp_path: Path) -> None:
     got = {"committed": "commit", "raised": "conflict", "nothing": "done"}[outcome.kind]
     assert got in allowed, f"{winner} vs {op}: expected {EXPECTED[winner][op]}, got {outcome.detail}"
     if got == "conflict":
-        exc = outcome.error
-        assert isinstance(exc, deltaextras.CommitConflictError), f"not a commit conflict: {outcome.detail}"
-        delta_kind = allowed["conflict"]
-        specific = getattr(deltaextras.errors, f"{delta_kind}Error", None)
-        if specific is not None:
-            assert isinstance(exc, specific), f"expected {delta_kind}Error, got {outcome.detail}"
-        assert exc.retryable is (delta_kind == "ConcurrentAppend"), f"retryable={exc.retryable}: {outcome.detail}"
+        check_conflict(outcome.error, allowed["conflict"], outcome.detail)
     ours = our_commits(uri, None, op)
     if got == "commit":
         assert content(uri, None) == expected(kind.then(op, rows)), f"{winner} and {op}: wrong content"

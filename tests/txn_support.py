@@ -111,6 +111,64 @@ def make_table(
     return pa.concat_tables(written)
 
 
+def spark_style_append(uri: str, table: pa.Table) -> int:
+    """Append ``table`` (one partition) to a local table the way Spark does: one Parquet file, then the
+    next log entry created exclusively, with ``commitInfo.isBlindAppend: true`` (delta-rs leaves that
+    field out, which Delta's conflict rules read as "not a blind append") and per-file statistics.
+    Returns the version committed."""
+    import os
+    import uuid
+
+    import pyarrow.parquet as pq
+
+    part = table.column(UNIT)[0].as_py()
+    assert pc.all(pc.equal(table.column(UNIT), part)).as_py(), "one partition per append"
+    rel = f"{UNIT}={part}/part-00000-{uuid.uuid4()}.c000.snappy.parquet"
+    data = table.drop_columns([UNIT])
+    pq.write_table(data, os.path.join(uri, rel))
+    stats = {
+        "numRecords": data.num_rows,
+        "minValues": {c: pc.min(data.column(c)).as_py() for c in ("node_id", "seq")},
+        "maxValues": {c: pc.max(data.column(c)).as_py() for c in ("node_id", "seq")},
+        "nullCount": {c: 0 for c in ("node_id", "seq")},
+    }
+    version = DeltaTable(uri).version() + 1
+    while True:
+        actions = [
+            {
+                "commitInfo": {
+                    "timestamp": 1,
+                    "operation": "WRITE",
+                    "operationParameters": {"mode": "Append", "partitionBy": json.dumps([UNIT])},
+                    "readVersion": version - 1,
+                    "isolationLevel": "Serializable",
+                    "isBlindAppend": True,
+                    "engineInfo": "Apache-Spark/3.5.0 Delta-Lake/3.2.0",
+                    "txnId": str(uuid.uuid4()),
+                }
+            },
+            {
+                "add": {
+                    "path": rel,
+                    "partitionValues": {UNIT: str(part)},
+                    "size": os.path.getsize(os.path.join(uri, rel)),
+                    "modificationTime": 1,
+                    "dataChange": True,
+                    "stats": json.dumps(stats),
+                }
+            },
+        ]
+        body = "\n".join(json.dumps(a) for a in actions) + "\n"
+        try:
+            fd = os.open(os.path.join(uri, "_delta_log", f"{version:020d}.json"), os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        except FileExistsError:
+            version += 1
+            continue
+        with os.fdopen(fd, "w") as fh:
+            fh.write(body)
+        return version
+
+
 def without(rows: pa.Table, predicate: str) -> pa.Table:
     """``rows`` minus the rows a simple ``col = value`` / ``col IN (...)`` predicate selects."""
     column, _, value = predicate.partition(" = ")
