@@ -58,7 +58,12 @@ CASES = [
 FAULTS = ["503", "drop", "timeout"]
 
 
-@pytest.fixture(params=["azurite", "s3"])
+@pytest.fixture(
+    params=[
+        pytest.param("azurite", marks=[pytest.mark.azurite, pytest.mark.sail]),  # Sail reads the Azurite tables
+        pytest.param("s3", marks=pytest.mark.moto),
+    ]
+)
 def cloud(request: pytest.FixtureRequest) -> tuple[str, str, dict[str, str], int]:
     """(backend name, table root, direct storage options, emulator port)."""
     if request.param == "azurite":
