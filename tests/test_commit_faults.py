@@ -21,17 +21,20 @@ Promises checked in every case:
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 from faultproxy import FaultProxy, Rule
 from reliability_support import sail_content
 from txn_support import (
     after_op,
+    append,
     assert_files_exist,
     content,
     expected,
     make_table,
     our_commits,
     run_op,
+    sensor_rows,
 )
 
 CLIENT_TIMEOUT = "2s"
@@ -126,3 +129,45 @@ def test_put_fault_after_write(
     assert len(our_commits(uri, direct, op)) == 1, "the log must hold exactly one commit of the operation"
     if name == "azurite" and target == "log":
         assert sail_content(request.getfixturevalue("spark_cloud"), uri) == after
+
+
+@pytest.mark.parametrize("op", ["rorder", "delete_dv", "delete_cow"])
+def test_log_put_fault_after_a_lost_race(op: str, cloud: tuple[str, str, dict[str, str], int]) -> None:
+    """Another writer takes our first version; the put of the next one lands and answers 503: the commit
+    must still be recognised as ours (not as a second winner), once."""
+    import uuid
+
+    name, root, direct, port = cloud
+    uri = f"{root}/{op}-race-{uuid.uuid4().hex[:8]}"
+    rows = make_table(uri, direct, deletion_vectors=op == "delete_dv")
+    other = sensor_rows(5000, 10, part=1, nodes=(7, 8))  # no row a delete of node 2 could have read
+    attempts: list[int] = []
+    with FaultProxy(port) as proxy:
+        rules: list[Rule] = []
+
+        def before_commit(version: int) -> None:
+            attempts.append(version)
+            if len(attempts) == 1:
+                append(uri, direct, other)  # wins `version`
+            elif len(attempts) == 2:
+                rules.append(proxy.add(Rule("PUT", rf"/_delta_log/{version:020d}\.json$", "503")))
+
+        options = through(name, direct, proxy)
+        first = run_op(op, uri, options, hooks={"before_commit": before_commit})
+        assert len(attempts) >= 2 and rules and rules[0].fired == 1, f"the fault never fired: {attempts}"
+        with_other = pa.concat_tables([rows, other])
+        before, after = expected(with_other), expected(after_op(op, with_other))
+        if first.kind == "raised":
+            assert first.error is not None and first.error.retryable, f"not a retryable error: {first.detail}"
+            assert content(uri, direct) in (before, after)
+        else:
+            assert first.kind == "committed", f"neither committed nor a retryable error: {first.detail}"
+            assert first.version == attempts[1], f"committed at {first.version}, the put went to {attempts[1]}"
+            assert content(uri, direct) == after
+        assert_files_exist(uri, direct)
+        proxy.clear()
+        second = run_op(op, uri, options)
+        assert second.kind in ("committed", "nothing"), f"the rerun did not converge: {second.detail}"
+    assert content(uri, direct) == after
+    assert_files_exist(uri, direct)
+    assert len(our_commits(uri, direct, op)) == 1
