@@ -121,6 +121,12 @@ EXPECTED: dict[str, dict[str, str]] = {
         "delete_cow": "commit|conflict:ProtocolChanged",
     },
     "txn_with_our_app_id": {"rorder": "done", "delete_dv": "commit", "delete_cow": "commit"},
+    # our appId at an older version: two planners run the same work (Delta's ConcurrentTransaction)
+    "txn_with_our_app_id_older": {
+        "rorder": "conflict:ConcurrentTransaction",
+        "delete_dv": "commit",
+        "delete_cow": "commit",
+    },
 }
 RORDER_APP_ID = 'deltaextras.rorder:["node_id_range","0"]'  # the documented appId of partition 0's rewrite
 
@@ -170,15 +176,15 @@ def _our_dv_delete(uri: str, _v: int) -> None:
     assert report.commit_version is not None
 
 
-def _txn_only(uri: str, read_version: int) -> None:
-    """A commit carrying the rewrite's ``txn`` at the version it read and no data (an empty delta-rs
-    append): what an earlier delivery of the same work leaves in the log, as far as the ``txn`` goes."""
+def _txn_only(uri: str, txn_version: int) -> None:
+    """A commit carrying the rewrite's ``txn`` at ``txn_version`` and no data (an empty delta-rs append):
+    at the version it read, what an earlier delivery of the same work leaves in the log."""
     write_deltalake(
         uri,
         APPEND_SAME.slice(0, 0),
         mode="append",
         partition_by=[UNIT],
-        commit_properties=CommitProperties(app_transactions=[Transaction(RORDER_APP_ID, read_version)]),
+        commit_properties=CommitProperties(app_transactions=[Transaction(RORDER_APP_ID, txn_version)]),
     )
 
 
@@ -217,6 +223,7 @@ WINNERS: dict[str, WinnerKind] = {
         lambda uri, _v: DeltaTable(uri).alter.add_feature(TableFeatures.CheckConstraints), lambda r: r
     ),
     "txn_with_our_app_id": WinnerKind(_txn_only, lambda r: r),
+    "txn_with_our_app_id_older": WinnerKind(lambda uri, v: _txn_only(uri, v - 1), lambda r: r),
 }
 
 
