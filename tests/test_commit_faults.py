@@ -171,3 +171,35 @@ def test_log_put_fault_after_a_lost_race(op: str, cloud: tuple[str, str, dict[st
     assert content(uri, direct) == after
     assert_files_exist(uri, direct)
     assert len(our_commits(uri, direct, op)) == 1
+
+
+@pytest.mark.parametrize("fault", ["503"])
+def test_rorder_pool_with_a_log_put_fault(fault: str, cloud: tuple[str, str, dict[str, str], int]) -> None:
+    """``rorder`` over two partitions in a process pool: the first log-entry put (whichever worker makes
+    it) lands and fails; every partition ends committed, or failed with a retryable error, and a second
+    ``rorder`` converges with one rewrite commit per partition."""
+    import uuid
+
+    import deltaextras
+
+    name, root, direct, port = cloud
+    uri = f"{root}/pool-{fault}-{uuid.uuid4().hex[:8]}"
+    rows = make_table(uri, direct, other_partition=True)
+    want = expected(rows)
+    with FaultProxy(port) as proxy:
+        rule = proxy.add(Rule("PUT", TARGETS["log"], fault, delay=HOLD_SECONDS))
+        options = through(name, direct, proxy)
+        report = deltaextras.rorder(uri, storage_options=options, max_workers=2, raise_on_failure=False)
+        assert rule.fired == 1, f"the fault never fired: {proxy.requests('PUT')}"
+        for part in report:
+            assert part.status == "committed" or (part.status == "failed" and part.retryable), (
+                f"{part.partition}: {part.status} ({part.error_type}: {part.reason})"
+            )
+        assert content(uri, direct) == want
+        assert_files_exist(uri, direct)
+        proxy.clear()
+        again = deltaextras.rorder(uri, storage_options=options, max_workers=2, raise_on_failure=False)
+        assert all(p.status in ("committed", "skipped") for p in again), [(p.status, p.reason) for p in again]
+    assert content(uri, direct) == want
+    assert_files_exist(uri, direct)
+    assert len(our_commits(uri, direct, "rorder")) == 2, "one rewrite commit per partition"
