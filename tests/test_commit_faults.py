@@ -17,6 +17,10 @@ Promises checked in every case:
 * the same call run again converges: committed, or already committed / nothing to do; then the content
   is exactly the operation's result (also through Sail on Azurite), every referenced file exists, and
   the log holds exactly one commit of the operation.
+
+Two variants of the ambiguous log-entry put: after a lost race (another writer took our first version,
+the put of the next one lands and answers 503: the commit is still ours, once), and ``rorder`` over two
+partitions in a process pool (the workers reach the proxy by the storage options they are handed).
 """
 
 from __future__ import annotations
