@@ -109,11 +109,12 @@ EXPECTED: dict[str, dict[str, str]] = {
         "delete_dv": "commit",  # re-planned onto the compaction's output
         "delete_cow": "commit|conflict:ConcurrentDeleteRead",
     },
-    # delta-rs writes the unchanged protocol beside the new metaData: a writer may name either
+    # delta-rs writes the protocol again, unchanged, beside the new metaData: that is no protocol change
+    # (Spark's checkProtocolCompatibility passes it), the conflict is the metadata's
     "metadata_property": {
-        "rorder": "conflict:MetadataChanged|conflict:ProtocolChanged",
-        "delete_dv": "commit|conflict:MetadataChanged|conflict:ProtocolChanged",
-        "delete_cow": "commit|conflict:MetadataChanged|conflict:ProtocolChanged",
+        "rorder": "conflict:MetadataChanged",
+        "delete_dv": "commit|conflict:MetadataChanged",
+        "delete_cow": "commit|conflict:MetadataChanged",
     },
     "protocol_feature": {
         "rorder": "commit|conflict:ProtocolChanged",
