@@ -25,10 +25,13 @@ partitions in a process pool (the workers reach the proxy by the storage options
 
 from __future__ import annotations
 
+import uuid
+
 import pyarrow as pa
 import pytest
+from deltalake import DeltaTable
 from faultproxy import FaultProxy, Rule
-from reliability_support import sail_content
+from reliability_support import log_entries, sail_content
 from txn_support import (
     after_op,
     append,
@@ -40,6 +43,8 @@ from txn_support import (
     run_op,
     sensor_rows,
 )
+
+import deltaextras
 
 CLIENT_TIMEOUT = "2s"
 HOLD_SECONDS = 3.0  # > CLIENT_TIMEOUT: the held answer arrives after the client gave up
@@ -98,8 +103,6 @@ def through(name: str, options: dict[str, str], proxy: FaultProxy) -> dict[str, 
 def test_put_fault_after_write(
     op: str, target: str, fault: str, cloud: tuple[str, str, dict[str, str], int], request: pytest.FixtureRequest
 ) -> None:
-    import uuid
-
     name, root, direct, port = cloud
     uri = f"{root}/{op}-{target}-{fault}-{uuid.uuid4().hex[:8]}"
     rows = make_table(
@@ -139,8 +142,6 @@ def test_put_fault_after_write(
 def test_log_put_fault_after_a_lost_race(op: str, cloud: tuple[str, str, dict[str, str], int]) -> None:
     """Another writer takes our first version; the put of the next one lands and answers 503: the commit
     must still be recognised as ours (not as a second winner), once."""
-    import uuid
-
     name, root, direct, port = cloud
     uri = f"{root}/{op}-race-{uuid.uuid4().hex[:8]}"
     rows = make_table(uri, direct, deletion_vectors=op == "delete_dv")
@@ -182,10 +183,6 @@ def test_rorder_pool_with_a_log_put_fault(fault: str, cloud: tuple[str, str, dic
     """``rorder`` over two partitions in a process pool: the first log-entry put (whichever worker makes
     it) lands and fails; every partition ends committed, or failed with a retryable error, and a second
     ``rorder`` converges with one rewrite commit per partition."""
-    import uuid
-
-    import deltaextras
-
     name, root, direct, port = cloud
     uri = f"{root}/pool-{fault}-{uuid.uuid4().hex[:8]}"
     rows = make_table(uri, direct, other_partition=True)
@@ -207,3 +204,34 @@ def test_rorder_pool_with_a_log_put_fault(fault: str, cloud: tuple[str, str, dic
     assert content(uri, direct) == want
     assert_files_exist(uri, direct)
     assert len(our_commits(uri, direct, "rorder")) == 2, "one rewrite commit per partition"
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_enable_deletion_vectors_with_a_log_put_fault(fault: str, cloud: tuple[str, str, dict[str, str], int]) -> None:
+    """The protocol upgrade commits through the same path: an ambiguous put still ends enabled, once."""
+    name, root, direct, port = cloud
+    uri = f"{root}/enable-{fault}-{uuid.uuid4().hex[:8]}"
+    rows = make_table(uri, direct)
+    with FaultProxy(port) as proxy:
+        rule = proxy.add(Rule("PUT", TARGETS["log"], fault, delay=HOLD_SECONDS))
+        options = through(name, direct, proxy)
+        try:
+            first = deltaextras.enable_deletion_vectors(uri, storage_options=options)
+        except deltaextras.DeltaExtrasError as exc:
+            assert exc.retryable, f"not a retryable error: {type(exc).__name__}: {exc}"
+            first = None
+        assert rule.fired == 1, f"the fault never fired: {proxy.requests('PUT')}"
+        proxy.clear()
+        second = deltaextras.enable_deletion_vectors(uri, storage_options=options)
+        assert first is None or second is None, f"enabled twice: versions {first} and {second}"
+    table = DeltaTable(uri, storage_options=direct)
+    assert table.metadata().configuration.get("delta.enableDeletionVectors") == "true"
+    assert "deletionVectors" in (table.protocol().writer_features or [])
+    assert content(uri, direct) == expected(rows)
+    assert_files_exist(uri, direct)
+    upgrades = [
+        v
+        for v, actions in log_entries(uri, direct).items()
+        if any("metaData" in a and "delta.enableDeletionVectors" in str(a) for a in actions)
+    ]
+    assert len(upgrades) == 1, f"the upgrade is in the log {len(upgrades)} times: versions {upgrades}"
