@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +20,7 @@ from urllib.parse import unquote, urlparse
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
 from reliability_support import T0, UNIT, expected, log_entries
 
@@ -116,11 +120,6 @@ def spark_style_append(uri: str, table: pa.Table) -> int:
     next log entry created exclusively, with ``commitInfo.isBlindAppend: true`` (delta-rs leaves that
     field out, which Delta's conflict rules read as "not a blind append") and per-file statistics.
     Returns the version committed."""
-    import os
-    import uuid
-
-    import pyarrow.parquet as pq
-
     part = table.column(UNIT)[0].as_py()
     assert pc.all(pc.equal(table.column(UNIT), part)).as_py(), "one partition per append"
     rel = f"{UNIT}={part}/part-00000-{uuid.uuid4()}.c000.snappy.parquet"
@@ -137,7 +136,7 @@ def spark_style_append(uri: str, table: pa.Table) -> int:
         actions = [
             {
                 "commitInfo": {
-                    "timestamp": 1,
+                    "timestamp": int(time.time() * 1000),
                     "operation": "WRITE",
                     "operationParameters": {"mode": "Append", "partitionBy": json.dumps([UNIT])},
                     "readVersion": version - 1,
@@ -152,7 +151,7 @@ def spark_style_append(uri: str, table: pa.Table) -> int:
                     "path": rel,
                     "partitionValues": {UNIT: str(part)},
                     "size": os.path.getsize(os.path.join(uri, rel)),
-                    "modificationTime": 1,
+                    "modificationTime": int(time.time() * 1000),
                     "dataChange": True,
                     "stats": json.dumps(stats),
                 }
