@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -38,7 +39,7 @@ def _metadata_actions(uri: str) -> list[dict]:
 
 
 @pytest.mark.parametrize("partitioned", [False, True], ids=["unpartitioned", "partitioned"])
-def test_enable_deletion_vectors_after_a_checkpoint(tmp_path: Path, partitioned: bool) -> None:
+def test_enable_deletion_vectors_after_a_checkpoint(tmp_path: Path, partitioned: bool, spark: Any) -> None:
     uri = str(tmp_path / "t")
     first = pa.table({"id": pa.array([1, 2], pa.int64()), "x": pa.array([1, 5], pa.int64())})
     second = pa.table({"id": pa.array([3], pa.int64()), "x": pa.array([5], pa.int64())})
@@ -64,6 +65,8 @@ def test_enable_deletion_vectors_after_a_checkpoint(tmp_path: Path, partitioned:
     DeltaTable(uri).create_checkpoint()
     assert _rows(uri) == [(1, 1), (3, 5), (4, 7)]
     assert_files_exist(uri, None)
+    sail = spark.read.format("delta").load(uri).toArrow()  # a second reader: Sail, vectors applied
+    assert sorted(zip(sail.column("id").to_pylist(), sail.column("x").to_pylist(), strict=True)) == _rows(uri)
 
 
 @pytest.mark.parametrize("mode", ["copy_on_write", "deletion_vectors"])
