@@ -117,11 +117,26 @@ class CommitRetriesExhaustedError(DeltaExtrasError):
     retryable = True
 
 
+class InterruptedBeforeCommitError(DeltaExtrasError):
+    """The run was interrupted (Ctrl-C) before this partition's commit; nothing of it was committed."""
+
+    retryable = True
+
+
 class PartitionsFailedError(DeltaExtrasError):
     """Some partitions of a multi-partition run failed (the others finished); ``report`` has them all."""
 
     def __init__(self, message: str, report: object = None) -> None:
         super().__init__(message)
+        self.report = report
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A multi-partition run stopped on Ctrl-C: no new partition started, commits already under way
+    finished, the rest were abandoned before their commit. ``report`` says what happened to each."""
+
+    def __init__(self, message: str, report: object = None) -> None:
+        super().__init__(one_line(message))
         self.report = report
 
 
@@ -148,10 +163,12 @@ __all__ = [
     "CorruptDataError",
     "DeltaExtrasError",
     "DuplicateKeyError",
+    "InterruptedBeforeCommitError",
     "InvalidArgumentError",
     "MessageError",
     "PartitionNotFoundError",
     "PartitionsFailedError",
+    "RunInterrupted",
     "StorageError",
     "TableNotFoundError",
     "UnsupportedFeatureError",

@@ -17,11 +17,12 @@ import logging
 import os
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import DeltaExtrasError, InvalidArgumentError, PartitionsFailedError
+from ..errors import DeltaExtrasError, InvalidArgumentError, PartitionsFailedError, RunInterrupted
 from ..ops.report import PartitionReport, RorderReport
 from ..version import __version__
 from . import settings
@@ -32,6 +33,22 @@ EXIT_USAGE = 2
 
 def _storage_options(args: argparse.Namespace) -> dict[str, str] | None:
     return settings.storage_options(getattr(args, "storage_option", None))
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1.
+
+    Example:
+        >>> positive_int("2")
+        2
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -91,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="rewrite every partition that needs it")
     _common(p)
     _options(p)
-    p.add_argument("--workers", type=int, help="processes (default: CPU count)")
+    p.add_argument("--workers", type=positive_int, help="partitions rewritten at once, on threads (default: CPU count)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=cmd_run)
 
@@ -164,6 +181,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             progress=progress,
             **kwargs,
         )
+    except RunInterrupted as exc:
+        if args.json and isinstance(exc.report, RorderReport):
+            print(json.dumps(exc.report.to_dict(), indent=2, default=str))
+        raise
     except PartitionsFailedError as exc:
         report = exc.report if isinstance(exc.report, RorderReport) else RorderReport(done)
     _render_report(report, args.json, time.monotonic() - started)
@@ -264,13 +285,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DeltaExtrasError as exc:
         print(f"deltaextras: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_FAILED if not isinstance(exc, InvalidArgumentError) else EXIT_USAGE
+    except RunInterrupted as exc:
+        print(f"deltaextras: {exc}; every commit that landed is listed above", file=sys.stderr)
+        return _interrupted()
     except KeyboardInterrupt:
-        print("deltaextras: interrupted", file=sys.stderr)
-        return 130
+        print(
+            "deltaextras: interrupted; a commit under way may or may not have landed (deltaextras plan shows "
+            "the table as it is)",
+            file=sys.stderr,
+        )
+        return _interrupted()
     except BrokenPipeError:  # the reader went away (``| head``): stop quietly, like other tools
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+
+
+def _interrupted() -> int:
+    """Exit status 130 after Ctrl-C. Partitions abandoned before their commit may still be running on
+    worker threads (they can no longer commit): leave now rather than wait for them at interpreter exit."""
+    from ..ops.pool import THREAD_PREFIX
+
+    if any(t.name.startswith(THREAD_PREFIX) and t.is_alive() for t in threading.enumerate()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    return 130
 
 
 if __name__ == "__main__":

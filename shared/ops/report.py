@@ -21,7 +21,7 @@ class PartitionReport:
 
     table: str
     partition: str | None
-    status: str  # "committed" | "skipped" | "failed"
+    status: str  # "committed" | "skipped" | "failed" | "interrupted" (Ctrl-C: nothing of it committed)
     reason: str = ""
     read_version: int | None = None
     commit_version: int | None = None
@@ -105,9 +105,11 @@ class RorderReport:
         return self.by_status("failed")
 
     def summary(self) -> str:
+        interrupted = len(self.by_status("interrupted"))
         return (
             f"{len(self.partitions)} partition(s): {len(self.by_status('committed'))} committed, "
             f"{len(self.by_status('skipped'))} skipped, {len(self.failed)} failed"
+            + (f", {interrupted} interrupted" if interrupted else "")
         )
 
     def to_dict(self) -> dict[str, Any]:
