@@ -131,15 +131,6 @@ class PartitionsFailedError(DeltaExtrasError):
         self.report = report
 
 
-class RunInterrupted(KeyboardInterrupt):
-    """A multi-partition run stopped on Ctrl-C: no new partition started, commits already under way
-    finished, the rest were abandoned before their commit. ``report`` says what happened to each."""
-
-    def __init__(self, message: str, report: object = None) -> None:
-        super().__init__(one_line(message))
-        self.report = report
-
-
 def is_retryable(exc: BaseException) -> bool:
     """Whether a failure is worth another attempt of the same work.
 
@@ -168,7 +159,6 @@ __all__ = [
     "MessageError",
     "PartitionNotFoundError",
     "PartitionsFailedError",
-    "RunInterrupted",
     "StorageError",
     "TableNotFoundError",
     "UnsupportedFeatureError",

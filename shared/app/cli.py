@@ -22,7 +22,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import DeltaExtrasError, InvalidArgumentError, PartitionsFailedError, RunInterrupted
+from ..errors import DeltaExtrasError, InvalidArgumentError, PartitionsFailedError
+from ..ops.pool import THREAD_PREFIX, RunInterrupted
 from ..ops.report import PartitionReport, RorderReport
 from ..version import __version__
 from . import settings
@@ -304,8 +305,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _interrupted() -> int:
     """Exit status 130 after Ctrl-C. Partitions abandoned before their commit may still be running on
     worker threads (they can no longer commit): leave now rather than wait for them at interpreter exit."""
-    from ..ops.pool import THREAD_PREFIX
-
     if any(t.name.startswith(THREAD_PREFIX) and t.is_alive() for t in threading.enumerate()):
         sys.stdout.flush()
         sys.stderr.flush()

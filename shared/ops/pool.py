@@ -9,7 +9,7 @@ On ``KeyboardInterrupt`` in the waiting thread (the library installs no signal h
 raises it in the main thread) the :class:`CommitGate` closes under its lock: a partition that has not
 yet started its commit never will (its written files are deleted; nothing of it is in the log), one
 whose commit is under way is waited for and reported, no new partition starts. Then
-:class:`~deltaextras.errors.RunInterrupted` carries every partition's outcome. A second interrupt
+:class:`RunInterrupted` carries every partition's outcome. A second interrupt
 while waiting propagates at once.
 
 Example:
@@ -26,13 +26,25 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import InterruptedBeforeCommitError, RunInterrupted
+from ..errors import InterruptedBeforeCommitError, one_line
 from .report import PartitionReport, RorderReport
 
 log = logging.getLogger(__name__)
 
 THREAD_PREFIX = "deltaextras-partition"
 _POLL = 0.1  # seconds between checks of the waiting thread (it must stay interruptible)
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A multi-partition run stopped on Ctrl-C: no new partition started, commits already under way
+    finished, the rest were abandoned before their commit. ``report`` says what happened to each.
+
+    A ``KeyboardInterrupt``, not an error of :mod:`deltaextras.errors`: code that stops on Ctrl-C still does.
+    """
+
+    def __init__(self, message: str, report: RorderReport | None = None) -> None:
+        super().__init__(one_line(message))
+        self.report = report if report is not None else RorderReport()
 
 
 class CommitGate:

@@ -39,11 +39,10 @@ from ..errors import (
     InvalidArgumentError,
     MessageError,
     PartitionsFailedError,
-    RunInterrupted,
 )
 from .message import RorderMessage
 from .plan import in_layout, plan_table, resolve_unit
-from .pool import run_partitions
+from .pool import RunInterrupted, run_partitions
 from .report import PartitionReport, RorderReport
 from .rewrite import OutputFile, PartitionRewriter, RewriteResult
 
@@ -321,7 +320,7 @@ def rorder(
     (default: CPU count) — never in child processes, so the caller's script is never imported again.
     ``progress`` is called with each partition's report as it finishes, in the calling thread.
     On Ctrl-C no further partition starts, commits under way finish, the others are abandoned before
-    their commit, and :class:`~deltaextras.errors.RunInterrupted` (a ``KeyboardInterrupt``) carries
+    their commit, and :class:`~deltaextras.ops.pool.RunInterrupted` (a ``KeyboardInterrupt``) carries
     every partition's outcome (see :mod:`deltaextras.ops.pool`).
     If any partition failed, :class:`~deltaextras.errors.PartitionsFailedError` is
     raised after all the others finished (``raise_on_failure=False`` returns the report instead).
