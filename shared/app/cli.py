@@ -94,8 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-v",
         "--verbose",
-        action="store_true",
-        help="log progress (rewrites: inside each partition; deletes: files scanned)",
+        action="count",
+        default=0,
+        help="log progress (rewrites: inside each partition; deletes: files scanned); -vv also logs the "
+        "storage and cloud libraries (HTTP requests)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -195,12 +197,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_inspect(args: argparse.Namespace) -> int:
     from ..core.snapshot import TableSnapshot
     from ..ops.inspect import read_amplification, row_group_table
-    from ..ops.plan import resolve_unit
+    from ..ops.plan import partition_not_found, resolve_unit
 
     opts = _storage_options(args)
     snap = TableSnapshot.load(args.table, opts)
     unit, column = resolve_unit(snap, args.column)
     partition = {unit: args.partition} if (unit and args.partition is not None) else None
+    if partition and unit and args.partition not in (groups := snap.partitions(unit)):
+        raise partition_not_found(unit, args.partition, snap.version, groups)
     physical = snap.schema.physical(column)
     table = row_group_table(args.table, physical, partition=partition, storage_options=opts)
     amp = read_amplification(args.table, physical, partition=partition, storage_options=opts)
@@ -226,6 +230,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from ..ops.rorder import rorder
     from .demo import build_sensor_table
 
+    if args.path and "://" in args.path and not args.path.startswith("file://"):
+        raise InvalidArgumentError(
+            f"demo builds its table on local disk, not at {args.path}; for the function app on Azurite run "
+            "`deltaextras local-run --demo`, which creates az://lake/sensors there"
+        )
+    if args.path and args.path.startswith("file://"):
+        args.path = args.path[len("file://") :]
     path = args.path or os.path.join(tempfile.mkdtemp(prefix="deltaextras-demo-"), "sensors")
     if os.path.exists(os.path.join(path, "_delta_log")):
         raise InvalidArgumentError(f"{path} already holds a Delta table; pass another --path")
@@ -267,8 +278,7 @@ def _render_report(report: RorderReport, as_json: bool, seconds: float) -> None:
     if as_json:
         print(json.dumps(report.to_dict(), indent=2, default=str))
         return
-    for r in report.failed:
-        print(f"FAILED {r.partition}: {r.error_type}: {r.reason}", file=sys.stderr)
+    # Each partition's line, failures included, was printed as it finished.
     print(f"{report.summary()} in {seconds:.1f}s")
 
 
@@ -279,6 +289,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+    if args.verbose < 2:
+        for name in THIRD_PARTY_LOGGERS:  # azure-core logs every HTTP request and its headers at INFO
+            logging.getLogger(name).setLevel(logging.WARNING)
     try:
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
@@ -286,6 +299,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DeltaExtrasError as exc:
         print(f"deltaextras: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_FAILED if not isinstance(exc, InvalidArgumentError) else EXIT_USAGE
+    except ModuleNotFoundError as exc:
+        extra = _extra_for(exc.name or "")
+        if extra is None:
+            raise
+        print(
+            f"deltaextras: {exc.name} is not installed; install deltaextras[{extra}] "
+            f"(pip install 'deltaextras[{extra}]')",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     except RunInterrupted as exc:
         print(f"deltaextras: {exc}; every commit that landed is listed above", file=sys.stderr)
         return _interrupted()
@@ -300,6 +323,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+
+
+THIRD_PARTY_LOGGERS = ("azure", "urllib3", "botocore", "boto3", "s3transfer", "py4j", "pyspark", "hpack")
+# Top-level modules of the optional extras (pyproject.toml), for the one-line "install" hint.
+_EXTRAS = {"azure": "azure", "boto3": "aws", "botocore": "aws", "pyspark": "spark"}
+
+
+def _extra_for(module: str) -> str | None:
+    """The extra that provides ``module``, if any.
+
+    Example:
+        >>> _extra_for("azure.functions"), _extra_for("boto3"), _extra_for("numpy")
+        ('azure', 'aws', None)
+    """
+    return _EXTRAS.get(module.split(".")[0])
 
 
 def _interrupted() -> int:

@@ -76,7 +76,10 @@ class PartitionReport:
                 f"{self.rows} rows, {self.values} values, {self.bytes_removed / 2**20:.1f} → "
                 f"{self.bytes_added / 2**20:.1f} MiB, {self.seconds:.2f}s"
             )
-        return f"{head} ({self.reason})"
+        reason = self.reason
+        if self.status == "failed" and self.error_type and not reason.startswith(f"{self.error_type}:"):
+            reason = f"{self.error_type}: {reason}"
+        return f"{head} ({reason})"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -21,6 +21,8 @@ Example:
 
 from __future__ import annotations
 
+import errno
+import functools
 import json
 import logging
 import os
@@ -35,13 +37,14 @@ from ..core.commit import Intent, commit, maybe_checkpoint, scan_winners
 from ..core.snapshot import LiveFile, TableSnapshot
 from ..core.storage import TableStorage
 from ..errors import (
+    AccessDeniedError,
     CommitConflictError,
     InvalidArgumentError,
     MessageError,
     PartitionsFailedError,
 )
 from .message import RorderMessage
-from .plan import in_layout, plan_table, resolve_unit
+from .plan import in_layout, partition_not_found, plan_table, resolve_unit
 from .pool import RunInterrupted, run_partitions
 from .report import PartitionReport, RorderReport
 from .rewrite import OutputFile, PartitionRewriter, RewriteResult
@@ -61,6 +64,26 @@ def app_id_for(partition_name: str | None, partition_value: str | None) -> str:
     return "deltaextras.rorder:" + json.dumps([partition_name, partition_value], separators=(",", ":"))
 
 
+def _access_denied(fn: Callable[..., PartitionReport]) -> Callable[..., PartitionReport]:
+    """A storage that refuses us (read-only file system, no permission) is a permanent
+    :class:`~deltaextras.errors.AccessDeniedError`, not a transient ``OSError``."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> PartitionReport:
+        try:
+            return fn(*args, **kwargs)
+        except OSError as exc:
+            if isinstance(exc, PermissionError) or exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise AccessDeniedError(
+                    f"no permission to write the table ({exc}); nothing was committed. Run with a user or "
+                    "credentials that may write there"
+                ) from None
+            raise
+
+    return wrapper
+
+
+@_access_denied
 def rorder_single(
     message: RorderMessage | Mapping[str, Any] | str | bytes,
     *,
@@ -217,6 +240,8 @@ def _select_files(snap: TableSnapshot, unit: str | None, msg: RorderMessage) -> 
                 "(null for the null partition)"
             )
         files = snap.partition_files(unit, msg.partition_value)
+        if not files and msg.files is None:  # a hand-written rerun naming a partition that is not there
+            raise partition_not_found(unit, msg.partition_value, snap.version, snap.partitions(unit))
     if msg.files is None:
         return files
     live = {f.path: f for f in files}
