@@ -174,7 +174,7 @@ class Delivery:
         return f"{where}: {what}" + (f" ({why})" if why else "")
 
 
-class _OutcomeTap(logging.Handler):
+class OutcomeTap(logging.Handler):
     """Collects the worker's ``rorder_work`` record of each delivery (the handlers return nothing)."""
 
     def __init__(self) -> None:
@@ -191,9 +191,9 @@ class _OutcomeTap(logging.Handler):
 
 
 @contextlib.contextmanager
-def _tap_outcomes() -> Iterator[_OutcomeTap]:
+def tap_outcomes() -> Iterator[OutcomeTap]:
     work_log = logging.getLogger("deltaextras.app.work")
-    tap, level, propagate = _OutcomeTap(), work_log.level, work_log.propagate
+    tap, level, propagate = OutcomeTap(), work_log.level, work_log.propagate
     work_log.addHandler(tap)
     if not work_log.isEnabledFor(logging.INFO):
         work_log.setLevel(logging.INFO)
@@ -430,7 +430,7 @@ class LocalHost:
         )
         kwargs, outs = self._outputs(fn)
         kwargs[trigger["name"]] = msg
-        with _tap_outcomes() as tap:
+        with tap_outcomes() as tap:
             try:
                 main(**kwargs)
             except Exception as exc:
@@ -456,7 +456,7 @@ class LocalHost:
         return self.drain("worker", idle_timeout=idle_timeout)
 
 
-def _with_outcome(delivery: Delivery, tap: _OutcomeTap) -> Delivery:
+def _with_outcome(delivery: Delivery, tap: OutcomeTap) -> Delivery:
     if tap.records:
         last = tap.records[-1]
         delivery.outcome, delivery.table = last.get("status"), last.get("table")
