@@ -8,24 +8,26 @@ key                    type                                         meaning
 message_version        int (1)                                      schema version; absent = 1 (legacy)
 path                   str                                          table URI (local path, file://, abfss://,
                                                                     az://, s3://)
-version                int >= 0                                     table version the plan was made at;
+version                int in [0, 2^63 - 1]                         table version the plan was made at;
                                                                     absent: plan from the current snapshot
 partition_name         str or null                                  partition column; absent: the table's
                                                                     only partition column
-partition_value        str, int, float, bool or null                partition value; null = the null partition
-files                  list of [path, size] or null                 the planned inputs; absent: every live
+partition_value        str, int (at most 38 digits), finite float,  partition value; null = the null partition
+                       bool or null
+files                  list of [path, size] or null (size a long)   the planned inputs; absent: every live
                                                                     file of the partition at ``version``
 by                     str                                          row-group column (default: partition
                                                                     column minus ``_range``)
 sort_by                str, list of str or [col, order] pairs       order inside a value
 unique_by              str or list of str                           de-duplication key
-target_file_size       int > 0                                      output file size in bytes
-memory_budget          int > 0                                      Arrow bytes held at once
-max_materialize_size   int > 0                                      accepted for compatibility; ignored
+target_file_size       int in [1, 2^63 - 1]                         output file size in bytes
+memory_budget          int in [1, 2^63 - 1]                         Arrow bytes held at once
+max_materialize_size   int in [1, 2^63 - 1]                         accepted for compatibility; ignored
 max_deleted_rows_ratio number in [0, 1]                             purge threshold for deletion vectors
 =====================  ===========================================  ==========================================
 
-Unknown keys and wrong types are rejected with a one-line :class:`MessageError`.
+Unknown keys, wrong types and numbers out of range are rejected with a one-line :class:`MessageError`
+naming the key and the limit; every number is bounded before it is converted.
 
 Example:
     >>> m = RorderMessage.from_dict({"path": "/data/t", "version": 3, "partition_value": 0,
