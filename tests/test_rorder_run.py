@@ -133,20 +133,25 @@ def _interrupt(tmp_path: Path, group: bool, twice: bool = False) -> tuple[subpro
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
     reader.start()
-    deadline = time.monotonic() + 120
-    while not any("committed" in line for line in lines) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert any("committed" in line for line in lines), "no partition committed before the interrupt"
-    sent = time.monotonic()
-    if group:
-        os.killpg(proc.pid, signal.SIGINT)
-    else:
-        proc.send_signal(signal.SIGINT)
-    if twice:
-        time.sleep(0.05)
-        proc.send_signal(signal.SIGINT)
-    proc.wait(timeout=60)
-    took = time.monotonic() - sent
+    try:
+        deadline = time.monotonic() + 120
+        while not any("committed" in line for line in lines) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert any("committed" in line for line in lines), "no partition committed before the interrupt"
+        sent = time.monotonic()
+        if group:
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal(signal.SIGINT)
+        if twice:
+            time.sleep(0.05)
+            proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:  # never leave it (and its children) behind
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     reader.join(timeout=5)
     err = proc.stderr.read()
     done = subprocess.CompletedProcess(proc.args, proc.returncode, "".join(lines), err)
