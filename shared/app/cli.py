@@ -313,11 +313,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"deltaextras: {exc}; every commit that landed is listed above", file=sys.stderr)
         return _interrupted()
     except KeyboardInterrupt:
-        print(
-            "deltaextras: interrupted; a commit under way may or may not have landed (deltaextras plan shows "
-            "the table as it is)",
-            file=sys.stderr,
-        )
+        if _partitions_running():  # a second Ctrl-C while commits under way were being waited for
+            print(
+                "deltaextras: stopped at once; a commit that was under way may or may not have landed "
+                "(deltaextras plan shows the table as it is)",
+                file=sys.stderr,
+            )
+        else:
+            print("deltaextras: interrupted", file=sys.stderr)
         return _interrupted()
     except BrokenPipeError:  # the reader went away (``| head``): stop quietly, like other tools
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -340,10 +343,14 @@ def _extra_for(module: str) -> str | None:
     return _EXTRAS.get(module.split(".")[0])
 
 
+def _partitions_running() -> bool:
+    return any(t.name.startswith(THREAD_PREFIX) and t.is_alive() for t in threading.enumerate())
+
+
 def _interrupted() -> int:
     """Exit status 130 after Ctrl-C. Partitions abandoned before their commit may still be running on
     worker threads (they can no longer commit): leave now rather than wait for them at interpreter exit."""
-    if any(t.name.startswith(THREAD_PREFIX) and t.is_alive() for t in threading.enumerate()):
+    if _partitions_running():
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(130)
