@@ -5,7 +5,8 @@ too. Usage::
 
     python _run_contender.py copy FILE_LIST_JSON OUTPUT_PARQUET
     python _run_contender.py zorder TABLE_DIR COLUMN
-    python _run_contender.py ours TABLE_DIR SORT_BY
+    python _run_contender.py ours TABLE_DIR SORT_BY [WORKERS]
+    python _run_contender.py spawn TABLE_DIR SORT_BY WORKERS
 """
 
 from __future__ import annotations
@@ -15,14 +16,20 @@ import sys
 
 
 def copy(file_list: str, output: str) -> None:
-    """The I/O floor: read every file of the partition with pyarrow, write one file with its defaults."""
+    """The I/O floor: read every file of the partition with pyarrow, write one file with its defaults.
+
+    A list of lists is several partitions, copied one after the other to ``output``, ``output.1``, ..."""
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
     with open(file_list) as handle:
-        paths = json.load(handle)
-    table = ds.dataset(paths, format="parquet").to_table()
-    pq.write_table(table, output)
+        groups = json.load(handle)
+    if groups and isinstance(groups[0], str):
+        groups = [groups]
+    for i, paths in enumerate(groups):
+        table = ds.dataset(paths, format="parquet").to_table()
+        pq.write_table(table, output if i == 0 else f"{output}.{i}")
+        del table
 
 
 def zorder(table_dir: str, column: str) -> None:
@@ -32,14 +39,34 @@ def zorder(table_dir: str, column: str) -> None:
     DeltaTable(table_dir).optimize.z_order([column])
 
 
-def ours(table_dir: str, sort_by: str) -> None:
-    """deltaextras ``rorder`` with one worker (the workload has one partition)."""
+def ours(table_dir: str, sort_by: str, workers: str = "1") -> None:
+    """deltaextras ``rorder`` with ``workers`` worker threads (one by default: one partition)."""
     from deltaextras import rorder
 
-    rorder(table_dir, sort_by=sort_by, max_workers=1)
+    rorder(table_dir, sort_by=sort_by, max_workers=int(workers))
 
 
-CONTENDERS = {"copy": copy, "zorder": zorder, "ours": ours}
+def _one_partition(message: dict) -> str:
+    from deltaextras import rorder_single
+
+    return rorder_single(message).status
+
+
+def spawn(table_dir: str, sort_by: str, workers: str) -> None:
+    """The process pool ``rorder`` used before its worker threads: one ``spawn`` process per worker,
+    each loading the table and rewriting one partition per message (kept here to compare against)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from deltaextras import plan_messages
+
+    messages = plan_messages(table_dir, sort_by=sort_by)
+    with ProcessPoolExecutor(int(workers), mp_context=multiprocessing.get_context("spawn")) as pool:
+        statuses = list(pool.map(_one_partition, messages))
+    assert all(s == "committed" for s in statuses), statuses
+
+
+CONTENDERS = {"copy": copy, "zorder": zorder, "ours": ours, "spawn": spawn}
 
 
 def main(argv: list[str]) -> int:

@@ -10,6 +10,7 @@ releases read it too).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import uuid
 from dataclasses import asdict, dataclass
@@ -122,14 +123,18 @@ def _stats(path: Path) -> dict[str, Any]:
     return {"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
 
 
-def build(workload: Workload, root: Path, *, rebuild: bool = False) -> Path:
-    """Write the workload's table under ``root`` (reused when already built with the same shape)."""
+def build(workload: Workload, root: Path, *, rebuild: bool = False, partitions: int = 1) -> Path:
+    """Write the workload's table under ``root`` (reused when already built with the same shape).
+
+    ``partitions`` > 1 gives the table that many ``node_id_range`` partitions (0, 1, ...), each holding
+    the same files (hard links of partition 0's), to measure several partitions rewritten at once."""
     from deltalake import Schema
     from deltalake.transaction import AddAction, create_table_with_add_actions
 
-    table_dir = root / f"{workload.name}-seed{workload.seed}"
-    marker = root / f"{workload.name}-seed{workload.seed}.json"
-    shape = {**asdict(workload), "format": _FORMAT}
+    name = f"{workload.name}-seed{workload.seed}" + (f"-p{partitions}" if partitions > 1 else "")
+    table_dir = root / name
+    marker = root / f"{name}.json"
+    shape = {**asdict(workload), "format": _FORMAT, "partitions": partitions}
     if not rebuild and marker.exists() and json.loads(marker.read_text()) == shape:
         return table_dir
     if table_dir.exists():
@@ -149,15 +154,21 @@ def build(workload: Workload, root: Path, *, rebuild: bool = False) -> Path:
         written.append(path)
 
     base_ms = int(START.timestamp() * 1000)
+    stats = [json.dumps(_stats(p)) for p in written]
+    for value in range(PARTITION_VALUE + 1, PARTITION_VALUE + partitions):
+        (table_dir / f"{PARTITION_COLUMN}={value}").mkdir()
+        for p in written:
+            os.link(p, table_dir / f"{PARTITION_COLUMN}={value}" / p.name)
     actions = [
         AddAction(
-            path=f"{PARTITION_COLUMN}={PARTITION_VALUE}/{p.name}",
+            path=f"{PARTITION_COLUMN}={value}/{p.name}",
             size=p.stat().st_size,
-            partition_values={PARTITION_COLUMN: str(PARTITION_VALUE)},
+            partition_values={PARTITION_COLUMN: str(value)},
             modification_time=base_ms + i * 300_000,
             data_change=True,
-            stats=json.dumps(_stats(p)),
+            stats=stats[i],
         )
+        for value in range(PARTITION_VALUE, PARTITION_VALUE + partitions)
         for i, p in enumerate(written)
     ]
     create_table_with_add_actions(

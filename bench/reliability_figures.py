@@ -159,8 +159,11 @@ def main(argv: list[str] | None = None) -> int:
     block, totals = table(rows, failed)
     mode = "full counts (`--full`)" if args.full else "CI counts"
     stamp = time.strftime("%Y-%m-%d", time.gmtime())
+    from importlib.metadata import version
+
     summary = (
-        f"{mode}, {stamp}, Python {platform.python_version()} on {platform.system()} {platform.machine()}: "
+        f"{mode}, {stamp}, Python {platform.python_version()} on {platform.system()} {platform.machine()}, "
+        f"hypothesis {version('hypothesis')} (derandomized, no example database): "
         f"{ran} tests, {len(failed)} failed, {seconds:.0f} s wall. "
         f"{totals['scenarios']} scenarios, {totals['runs']} runs, {totals['injections']} crash/fault injections, "
         f"{totals['fuzz_cases']} fuzz cases, {totals['failures']} failures found."

@@ -35,6 +35,7 @@ from .ops.delete import DeleteReport, delete
 from .ops.message import RorderMessage
 from .ops.options import RorderOptions
 from .ops.plan import TablePlan, plan_table
+from .ops.pool import RunInterrupted
 from .ops.ranges import RangeAppender, RangeSpec, add_range, append_ranged, create_range_table, read_range_spec
 from .ops.report import PartitionReport, RorderReport
 from .ops.rorder import plan_messages, rorder, rorder_setup_multi, rorder_single
@@ -66,6 +67,7 @@ __all__ = [
     "RorderMessage",
     "RorderOptions",
     "RorderReport",
+    "RunInterrupted",
     "StorageError",
     "TableNotFoundError",
     "TablePlan",

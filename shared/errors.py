@@ -156,6 +156,12 @@ class CommitRetriesExhaustedError(DeltaExtrasError):
     retryable = True
 
 
+class InterruptedBeforeCommitError(DeltaExtrasError):
+    """The run was interrupted (Ctrl-C) before this partition's commit; nothing of it was committed."""
+
+    retryable = True
+
+
 class PartitionsFailedError(DeltaExtrasError):
     """Some partitions of a multi-partition run failed (the others finished); ``report`` has them all."""
 
@@ -191,6 +197,7 @@ __all__ = [
     "CorruptDataError",
     "DeltaExtrasError",
     "DuplicateKeyError",
+    "InterruptedBeforeCommitError",
     "InvalidArgumentError",
     "MessageError",
     "MetadataChangedError",

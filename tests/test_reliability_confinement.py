@@ -417,8 +417,8 @@ def test_no_secret_in_logs_messages_or_commit_info_on_aws(
     ("message", "error", "needle"),
     [
         ({"path": "/t", "version": 10**5000}, MessageError, "an integer of about 5001 digits"),
-        ({"path": "/t", "version": 2**63}, MessageError, "non-negative integer"),
-        ({"path": "/t", "target_file_size": -(10**5000)}, MessageError, "positive integer"),
+        ({"path": "/t", "version": 2**63}, MessageError, "from 0 to 9223372036854775807"),
+        ({"path": "/t", "target_file_size": -(10**5000)}, MessageError, "from 1 to 9223372036854775807"),
         ({"path": "/t", "max_deleted_rows_ratio": 10**5000}, MessageError, "[0, 1]"),
         ({"path": "/t", "k" * 3000: 1}, MessageError, "fix the producer"),
         ({"path": "~nosuchuser/t", "partition_value": 0}, InvalidArgumentError, "not a usable local path"),

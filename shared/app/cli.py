@@ -17,11 +17,13 @@ import logging
 import os
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from ..errors import DeltaExtrasError, InvalidArgumentError, PartitionsFailedError
+from ..ops.pool import THREAD_PREFIX, RunInterrupted
 from ..ops.report import PartitionReport, RorderReport
 from ..version import __version__
 from . import settings
@@ -32,6 +34,22 @@ EXIT_USAGE = 2
 
 def _storage_options(args: argparse.Namespace) -> dict[str, str] | None:
     return settings.storage_options(getattr(args, "storage_option", None))
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1.
+
+    Example:
+        >>> positive_int("2")
+        2
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -76,8 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-v",
         "--verbose",
-        action="store_true",
-        help="log progress (rewrites: inside each partition; deletes: files scanned)",
+        action="count",
+        default=0,
+        help="log progress (rewrites: inside each partition; deletes: files scanned); -vv also logs the "
+        "storage and cloud libraries (HTTP requests)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -91,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="rewrite every partition that needs it")
     _common(p)
     _options(p)
-    p.add_argument("--workers", type=int, help="processes (default: CPU count)")
+    p.add_argument("--workers", type=positive_int, help="partitions rewritten at once, on threads (default: CPU count)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=cmd_run)
 
@@ -164,6 +184,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             progress=progress,
             **kwargs,
         )
+    except RunInterrupted as exc:
+        if args.json and isinstance(exc.report, RorderReport):
+            print(json.dumps(exc.report.to_dict(), indent=2, default=str))
+        raise
     except PartitionsFailedError as exc:
         report = exc.report if isinstance(exc.report, RorderReport) else RorderReport(done)
     _render_report(report, args.json, time.monotonic() - started)
@@ -173,12 +197,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_inspect(args: argparse.Namespace) -> int:
     from ..core.snapshot import TableSnapshot
     from ..ops.inspect import read_amplification, row_group_table
-    from ..ops.plan import resolve_unit
+    from ..ops.plan import partition_not_found, resolve_unit
 
     opts = _storage_options(args)
     snap = TableSnapshot.load(args.table, opts)
     unit, column = resolve_unit(snap, args.column)
     partition = {unit: args.partition} if (unit and args.partition is not None) else None
+    if partition and unit and args.partition not in (groups := snap.partitions(unit)):
+        raise partition_not_found(unit, args.partition, snap.version, groups)
     physical = snap.schema.physical(column)
     table = row_group_table(args.table, physical, partition=partition, storage_options=opts)
     amp = read_amplification(args.table, physical, partition=partition, storage_options=opts)
@@ -204,6 +230,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from ..ops.rorder import rorder
     from .demo import build_sensor_table
 
+    if args.path and "://" in args.path and not args.path.startswith("file://"):
+        raise InvalidArgumentError(
+            f"demo builds its table on local disk, not at {args.path}; for the function app on Azurite run "
+            "`deltaextras local-run --demo`, which creates az://lake/sensors there"
+        )
+    if args.path and args.path.startswith("file://"):
+        args.path = args.path[len("file://") :]
     path = args.path or os.path.join(tempfile.mkdtemp(prefix="deltaextras-demo-"), "sensors")
     if os.path.exists(os.path.join(path, "_delta_log")):
         raise InvalidArgumentError(f"{path} already holds a Delta table; pass another --path")
@@ -245,8 +278,7 @@ def _render_report(report: RorderReport, as_json: bool, seconds: float) -> None:
     if as_json:
         print(json.dumps(report.to_dict(), indent=2, default=str))
         return
-    for r in report.failed:
-        print(f"FAILED {r.partition}: {r.error_type}: {r.reason}", file=sys.stderr)
+    # Each partition's line, failures included, was printed as it finished.
     print(f"{report.summary()} in {seconds:.1f}s")
 
 
@@ -257,6 +289,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+    if args.verbose < 2:
+        for name in THIRD_PARTY_LOGGERS:  # azure-core logs every HTTP request and its headers at INFO
+            logging.getLogger(name).setLevel(logging.WARNING)
     try:
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
@@ -264,13 +299,62 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DeltaExtrasError as exc:
         print(f"deltaextras: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_FAILED if not isinstance(exc, InvalidArgumentError) else EXIT_USAGE
+    except ModuleNotFoundError as exc:
+        extra = _extra_for(exc.name or "")
+        if extra is None:
+            raise
+        print(
+            f"deltaextras: {exc.name} is not installed; install deltaextras[{extra}] "
+            f"(pip install 'deltaextras[{extra}]')",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    except RunInterrupted as exc:
+        print(f"deltaextras: {exc}; every commit that landed is listed above", file=sys.stderr)
+        return _interrupted()
     except KeyboardInterrupt:
-        print("deltaextras: interrupted", file=sys.stderr)
-        return 130
+        if _partitions_running():  # a second Ctrl-C while commits under way were being waited for
+            print(
+                "deltaextras: stopped at once; a commit that was under way may or may not have landed "
+                "(deltaextras plan shows the table as it is)",
+                file=sys.stderr,
+            )
+        else:
+            print("deltaextras: interrupted", file=sys.stderr)
+        return _interrupted()
     except BrokenPipeError:  # the reader went away (``| head``): stop quietly, like other tools
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+
+
+THIRD_PARTY_LOGGERS = ("azure", "urllib3", "botocore", "boto3", "s3transfer", "py4j", "pyspark", "hpack")
+# Top-level modules of the optional extras (pyproject.toml), for the one-line "install" hint.
+_EXTRAS = {"azure": "azure", "boto3": "aws", "botocore": "aws", "pyspark": "spark"}
+
+
+def _extra_for(module: str) -> str | None:
+    """The extra that provides ``module``, if any.
+
+    Example:
+        >>> _extra_for("azure.functions"), _extra_for("boto3"), _extra_for("numpy")
+        ('azure', 'aws', None)
+    """
+    return _EXTRAS.get(module.split(".")[0])
+
+
+def _partitions_running() -> bool:
+    return any(t.name.startswith(THREAD_PREFIX) and t.is_alive() for t in threading.enumerate())
+
+
+def _interrupted() -> int:
+    """Exit status 130 after Ctrl-C. Partitions abandoned before their commit may still be running on
+    worker threads (they can no longer commit): leave now rather than wait for them at interpreter exit."""
+    if _partitions_running():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    return 130
 
 
 if __name__ == "__main__":

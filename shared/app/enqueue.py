@@ -39,14 +39,20 @@ def _option_keys(options: Mapping[str, Any] | None) -> dict[str, Any]:
     return {k: v for k, v in (options or {}).items() if v is not None}
 
 
-def resolve_table(table: str, env: Mapping[str, str] | None = None) -> TableConfig | None:
-    """The configured table named (by URI or name) ``table``; None when ``DELTAEXTRAS_TABLES`` is unset.
+def resolve_table(table: str, env: Mapping[str, str] | None = None, *, required: bool = False) -> TableConfig | None:
+    """The configured table named (by URI or name) ``table``; None when ``DELTAEXTRAS_TABLES`` is unset
+    (unless ``required``: a message for a queue needs the worker's allow-list to hold its table).
 
     Raises :class:`InvalidArgumentError` when tables are configured but this one is not: the worker
     would refuse its messages.
     """
     env = os.environ if env is None else env
     if not env.get("DELTAEXTRAS_TABLES"):
+        if required:
+            raise InvalidArgumentError(
+                f"DELTAEXTRAS_TABLES is not set, so the worker would refuse (dead-letter) a message for {table}; "
+                "set it as the function app has it (or run where local.settings.json holds it), or --print"
+            )
         return None
     config = AppConfig.from_env(env)
     found = config.find(table)
@@ -67,6 +73,7 @@ def build_messages(
     options: Mapping[str, Any] | None = None,
     storage_options: Mapping[str, str] | None = None,
     env: Mapping[str, str] | None = None,
+    require_configured: bool = False,
 ) -> list[str]:
     """The message bodies (JSON text) for the chosen partitions of ``table``.
 
@@ -76,7 +83,7 @@ def build_messages(
     """
     if bool(partitions) == bool(all_partitions):
         raise InvalidArgumentError("name partitions (--partition V, repeatable) or --all, not both or neither")
-    configured = resolve_table(table, env)
+    configured = resolve_table(table, env, required=require_configured)
     uri = configured.uri if configured else normalize_uri(table)
     extra = _option_keys(options)
     if all_partitions:
@@ -134,6 +141,7 @@ def enqueue(
         options=options,
         storage_options=storage_options,
         env=env,
+        require_configured=send is None,
     )
     if bodies:
         (send or open_sender(env))(bodies)
@@ -154,6 +162,11 @@ def add_parser(subparsers: Any) -> None:
     which.add_argument("--partition", action="append", metavar="VALUE", help="partition value (repeatable)")
     which.add_argument("--all", action="store_true", help="plan now; one message per partition that needs work")
     p.add_argument("--partition-name", help="partition column (default: the table's _range column)")
+    p.add_argument(
+        "--settings",
+        help="local.settings.json to read app settings from, as local-run does (default: ./local.settings.json "
+        "when it exists; variables already set win)",
+    )
     p.add_argument("--queue", help="Azure queue name (default: DELTAEXTRAS_QUEUE)")
     p.add_argument("--sqs-url", help="send to this SQS queue (default: DELTAEXTRAS_QUEUE_URL when set)")
     p.add_argument("--print", action="store_true", help="print the messages instead of sending (base64 JSON)")
@@ -187,19 +200,23 @@ def _main(args: argparse.Namespace) -> int:
             if not sep:
                 raise InvalidArgumentError(f"--storage-option {item!r} must be KEY=VALUE")
             storage_options[key] = value
-    bodies = build_messages(
-        args.table,
-        partitions=args.partition,
-        all_partitions=args.all,
-        partition_name=args.partition_name,
-        options=options,
-        storage_options=storage_options,
-    )
-    if args.print:
-        for body in bodies:
-            print(body if args.json else base64.b64encode(body.encode("utf-8")).decode("ascii"))
-        return 0
-    if bodies:
-        open_sender(queue=args.queue, sqs_url=args.sqs_url)(bodies)
+    from .edges.local_host import app_settings, app_settings_for
+
+    with app_settings(app_settings_for(".", args.settings)):
+        bodies = build_messages(
+            args.table,
+            partitions=args.partition,
+            all_partitions=args.all,
+            partition_name=args.partition_name,
+            options=options,
+            storage_options=storage_options,
+            require_configured=not args.print,
+        )
+        if args.print:
+            for body in bodies:
+                print(body if args.json else base64.b64encode(body.encode("utf-8")).decode("ascii"))
+            return 0
+        if bodies:
+            open_sender(queue=args.queue, sqs_url=args.sqs_url)(bodies)
     print(f"{len(bodies)} message(s) sent", file=sys.stderr)
     return 0

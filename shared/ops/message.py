@@ -8,24 +8,26 @@ key                    type                                         meaning
 message_version        int (1)                                      schema version; absent = 1 (legacy)
 path                   str                                          table URI (local path, file://, abfss://,
                                                                     az://, s3://)
-version                int >= 0                                     table version the plan was made at;
+version                int in [0, 2^63 - 1]                         table version the plan was made at;
                                                                     absent: plan from the current snapshot
 partition_name         str or null                                  partition column; absent: the table's
                                                                     only partition column
-partition_value        str, int, float, bool or null                partition value; null = the null partition
-files                  list of [path, size] or null                 the planned inputs; absent: every live
+partition_value        str, int (at most 38 digits), finite float,  partition value; null = the null partition
+                       bool or null
+files                  list of [path, size] or null (size a long)   the planned inputs; absent: every live
                                                                     file of the partition at ``version``
 by                     str                                          row-group column (default: partition
                                                                     column minus ``_range``)
 sort_by                str, list of str or [col, order] pairs       order inside a value
 unique_by              str or list of str                           de-duplication key
-target_file_size       int > 0                                      output file size in bytes
-memory_budget          int > 0                                      Arrow bytes held at once
-max_materialize_size   int > 0                                      accepted for compatibility; ignored
+target_file_size       int in [1, 2^63 - 1]                         output file size in bytes
+memory_budget          int in [1, 2^63 - 1]                         Arrow bytes held at once
+max_materialize_size   int in [1, 2^63 - 1]                         accepted for compatibility; ignored
 max_deleted_rows_ratio number in [0, 1]                             purge threshold for deletion vectors
 =====================  ===========================================  ==========================================
 
-Unknown keys and wrong types are rejected with a one-line :class:`MessageError`.
+Unknown keys, wrong types and numbers out of range are rejected with a one-line :class:`MessageError`
+naming the key and the limit; every number is bounded before it is converted.
 
 Example:
     >>> m = RorderMessage.from_dict({"path": "/data/t", "version": 3, "partition_value": 0,
@@ -41,14 +43,16 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidArgumentError, MessageError, shown
-from .options import RorderOptions
+from .options import MAX_LONG, RorderOptions  # versions and sizes are Delta/Parquet longs
 
 MESSAGE_VERSION = 1
-MAX_LONG = 2**63 - 1  # versions and sizes are Delta/Parquet longs
+# Integer partition values: Delta's widest integral partition type is decimal(38, 0).
+MAX_PARTITION_DIGITS = 38
 UNREADABLE_JSON = "message is not a readable JSON object (a number with thousands of digits, or nesting too deep)"
 
 _SCALAR = (str, int, float, bool)
@@ -109,10 +113,13 @@ class RorderMessage:
             )
         path = data.get("path")
         if not isinstance(path, str) or not path.strip():
-            raise MessageError("message needs 'path': the table URI as a non-empty string")
+            got = "" if path is None else f", got {_got(path)}"
+            raise MessageError(f"message needs 'path': the table URI as a non-empty string{got}")
         version = data.get("version")
         if version is not None and (_not_int(version) or not 0 <= version <= MAX_LONG):
-            raise MessageError(f"message 'version' must be a non-negative integer, got {shown(version)}")
+            raise MessageError(
+                f"message 'version' must be an integer from 0 to {MAX_LONG} (a Delta version), got {_got(version)}"
+            )
         pname = data.get("partition_name")
         if pname is not None and (not isinstance(pname, str) or not pname):
             raise MessageError(f"message 'partition_name' must be a non-empty string, got {shown(pname)}")
@@ -128,7 +135,7 @@ class RorderMessage:
         for key in ("target_file_size", "memory_budget", "max_materialize_size"):
             v = data.get(key)
             if v is not None and (_not_int(v) or not 0 < v <= MAX_LONG):
-                raise MessageError(f"message {key!r} must be a positive integer (bytes), got {shown(v)}")
+                raise MessageError(f"message {key!r} must be an integer from 1 to {MAX_LONG} (bytes), got {_got(v)}")
         try:
             options = RorderOptions.build(
                 by=data.get("by"),
@@ -239,11 +246,57 @@ def partition_value_to_str(value: Any) -> str | None:
         return None
     if isinstance(value, bool):
         return "true" if value else "false"
+    _check_partition_value(value)
     return str(value)
 
 
 def _not_int(v: Any) -> bool:
     return isinstance(v, bool) or not isinstance(v, int)
+
+
+def _got(v: Any) -> str:
+    """What a message carried, for an error: the value, or its kind when that says more.
+
+    Example:
+        >>> _got("3"), _got(3.5), _got(None), _got(-1)
+        ("a string ('3')", 'a number (3.5)', 'null', 'a number (-1)')
+    """
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return f"a boolean ({'true' if v else 'false'})"
+    if isinstance(v, str):
+        return f"a string ({shown(v, 40)})"
+    if isinstance(v, (int, float)):
+        return f"a number ({shown(v)})"
+    if isinstance(v, (list, tuple)):
+        return "a list"
+    if isinstance(v, dict):
+        return "an object"
+    return shown(v)
+
+
+def _check_partition_value(v: Any) -> None:
+    """Numbers are bounded before they are spelled: Python refuses to print an int of 4300+ digits.
+
+    Example:
+        >>> _check_partition_value(10**40)
+        Traceback (most recent call last):
+        ...
+        deltaextras.errors.MessageError: message 'partition_value' must be an integer of at most 38 digits ...
+    """
+    if isinstance(v, bool):
+        return
+    if isinstance(v, int) and abs(v) >= 10**MAX_PARTITION_DIGITS:
+        raise MessageError(
+            f"message 'partition_value' must be an integer of at most {MAX_PARTITION_DIGITS} digits "
+            f"(Delta's widest integral partition type, decimal(38, 0)), got {shown(v)}"
+        )
+    if isinstance(v, float) and not math.isfinite(v):
+        raise MessageError(
+            f"message 'partition_value' must be a finite number, got {shown(v)}; send a NaN or infinite "
+            "partition value as the string Delta's log holds for it"
+        )
 
 
 def _parse_files(files: Any) -> tuple[tuple[str, int], ...]:
@@ -256,6 +309,10 @@ def _parse_files(files: Any) -> tuple[tuple[str, int], ...]:
             continue
         if not isinstance(item, (list, tuple)) or len(item) != 2 or not isinstance(item[0], str) or _not_int(item[1]):
             raise MessageError(f"message 'files[{i}]' must be a [path, size_bytes] pair, got {shown(item)}")
+        if not 0 <= item[1] <= MAX_LONG:
+            raise MessageError(
+                f"message 'files[{i}]' size must be an integer from 0 to {MAX_LONG} (bytes), got {shown(item[1])}"
+            )
         out.append((item[0], int(item[1])))
     return tuple(out)
 

@@ -86,9 +86,12 @@ def _column_name(value: Any, what: str) -> str:
     return value
 
 
+MAX_LONG = 2**63 - 1
+
+
 def _positive_int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 2**63 - 1:
-        raise InvalidArgumentError(f"{what} must be a positive integer (bytes), got {shown(value)}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_LONG:
+        raise InvalidArgumentError(f"{what} must be an integer from 1 to {MAX_LONG} (bytes), got {shown(value)}")
     return value
 
 

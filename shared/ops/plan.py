@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -180,6 +181,21 @@ def in_layout(snapshot: TableSnapshot, files: list[LiveFile], by: str, options: 
     return None
 
 
+def partition_not_found(
+    unit: str | None, value: str | None, version: int, known: Iterable[str | None]
+) -> PartitionNotFoundError:
+    """The one wording of "no such partition" (``run --partition``, rerun messages, ``inspect``).
+
+    Example:
+        >>> str(partition_not_found("k_range", "9", 3, ["0", "1"]))
+        'partition k_range=9 has no live files at version 3; known values: 0, 1'
+    """
+    return PartitionNotFoundError(
+        f"partition {unit}={value} has no live files at version {version}; "
+        f"known values: {', '.join(sorted(str(k) for k in known))[:300] or 'none'}"
+    )
+
+
 def plan_table(
     table: Any,
     *,
@@ -222,10 +238,7 @@ def plan_table(
         wanted = [partition_value_to_str(v) for v in partitions]
         missing = [w for w in wanted if w not in groups]
         if missing:
-            raise PartitionNotFoundError(
-                f"partition {unit}={missing[0]} has no live files at version {snap.version}; "
-                f"known values: {', '.join(sorted(str(k) for k in groups))[:300]}"
-            )
+            raise partition_not_found(unit, missing[0], snap.version, groups)
         groups = {w: groups[w] for w in wanted}
     for value in sorted(groups, key=lambda v: (v is None, _sort_key(v))):
         files = groups[value]

@@ -21,7 +21,7 @@ class PartitionReport:
 
     table: str
     partition: str | None
-    status: str  # "committed" | "skipped" | "failed"
+    status: str  # "committed" | "skipped" | "failed" | "interrupted" (Ctrl-C: nothing of it committed)
     reason: str = ""
     read_version: int | None = None
     commit_version: int | None = None
@@ -76,7 +76,10 @@ class PartitionReport:
                 f"{self.rows} rows, {self.values} values, {self.bytes_removed / 2**20:.1f} → "
                 f"{self.bytes_added / 2**20:.1f} MiB, {self.seconds:.2f}s"
             )
-        return f"{head} ({self.reason})"
+        reason = self.reason
+        if self.status == "failed" and self.error_type and not reason.startswith(f"{self.error_type}:"):
+            reason = f"{self.error_type}: {reason}"
+        return f"{head} ({reason})"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -105,9 +108,11 @@ class RorderReport:
         return self.by_status("failed")
 
     def summary(self) -> str:
+        interrupted = len(self.by_status("interrupted"))
         return (
             f"{len(self.partitions)} partition(s): {len(self.by_status('committed'))} committed, "
             f"{len(self.by_status('skipped'))} skipped, {len(self.failed)} failed"
+            + (f", {interrupted} interrupted" if interrupted else "")
         )
 
     def to_dict(self) -> dict[str, Any]:

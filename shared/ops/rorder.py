@@ -1,6 +1,6 @@
 """Row Group Order Optimization: the public entry points.
 
-* :func:`rorder` — plan a table and rewrite every partition that needs it, in a local process pool.
+* :func:`rorder` — plan a table and rewrite every partition that needs it, on worker threads.
 * :func:`rorder_single` — run one work message (one partition): rewrite, then commit.
 * :func:`rorder_setup_multi` / :func:`plan_messages` — plan for fan-out to queue workers.
 
@@ -21,13 +21,13 @@ Example:
 
 from __future__ import annotations
 
+import errno
+import functools
 import json
 import logging
-import multiprocessing
 import os
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
 import pyarrow as pa
@@ -38,12 +38,15 @@ from ..core.snapshot import LiveFile, TableSnapshot
 from ..core.storage import TableStorage
 from ..core.transaction import Transaction, txn_action
 from ..errors import (
+    AccessDeniedError,
     CommitConflictError,
+    InvalidArgumentError,
     MessageError,
     PartitionsFailedError,
 )
 from .message import RorderMessage
-from .plan import in_layout, plan_table, resolve_unit
+from .plan import in_layout, partition_not_found, plan_table, resolve_unit
+from .pool import RunInterrupted, run_partitions
 from .report import PartitionReport, RorderReport
 from .rewrite import OutputFile, PartitionRewriter, RewriteResult
 
@@ -62,6 +65,26 @@ def app_id_for(partition_name: str | None, partition_value: str | None) -> str:
     return "deltaextras.rorder:" + json.dumps([partition_name, partition_value], separators=(",", ":"))
 
 
+def _access_denied(fn: Callable[..., PartitionReport]) -> Callable[..., PartitionReport]:
+    """A storage that refuses us (read-only file system, no permission) is a permanent
+    :class:`~deltaextras.errors.AccessDeniedError`, not a transient ``OSError``."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> PartitionReport:
+        try:
+            return fn(*args, **kwargs)
+        except OSError as exc:
+            if isinstance(exc, PermissionError) or exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise AccessDeniedError(
+                    f"no permission to write the table ({exc}); nothing was committed. Run with a user or "
+                    "credentials that may write there"
+                ) from None
+            raise
+
+    return wrapper
+
+
+@_access_denied
 def rorder_single(
     message: RorderMessage | Mapping[str, Any] | str | bytes,
     *,
@@ -231,6 +254,8 @@ def _select_files(snap: TableSnapshot, unit: str | None, msg: RorderMessage) -> 
                 "(null for the null partition)"
             )
         files = snap.partition_files(unit, msg.partition_value)
+        if not files and msg.files is None:  # a hand-written rerun naming a partition that is not there
+            raise partition_not_found(unit, msg.partition_value, snap.version, snap.partitions(unit))
     if msg.files is None:
         return files
     live = {f.path: f for f in files}
@@ -298,14 +323,18 @@ def _finish(report: PartitionReport, started: float) -> PartitionReport:
 
 # ---------------------------------------------------------------------- many partitions
 def _run_one(
-    message: dict[str, Any], storage_options: dict[str, str] | None, snapshot: TableSnapshot | None = None
-) -> dict[str, Any]:
-    """Process-pool entry: never raises; failures come back as a failed report."""
+    message: dict[str, Any],
+    storage_options: dict[str, str] | None,
+    snapshot: TableSnapshot | None = None,
+    before_commit: Callable[[], None] | None = None,
+) -> PartitionReport:
+    """One partition on a worker thread: never raises; failures come back as a failed report."""
     started = time.monotonic()
+    hooks = {"before_commit": lambda _v: before_commit()} if before_commit else None
     try:
-        return rorder_single(message, storage_options=storage_options, snapshot=snapshot).to_dict()
+        return rorder_single(message, storage_options=storage_options, snapshot=snapshot, hooks=hooks)
     except Exception as exc:
-        return PartitionReport.failure(message, exc, time.monotonic() - started).to_dict()
+        return PartitionReport.failure(message, exc, time.monotonic() - started)
 
 
 def rorder(
@@ -326,9 +355,13 @@ def rorder(
 ) -> RorderReport:
     """Rewrite every partition (or the named ``partitions``) that is not yet in layout.
 
-    Each partition is its own transaction; partitions run in a process pool of ``max_workers``
-    (default: CPU count; 1 runs in this process). ``progress`` is called with each partition's report
-    as it finishes. If any partition failed, :class:`~deltaextras.errors.PartitionsFailedError` is
+    Each partition is its own transaction; partitions run on ``max_workers`` threads of this process
+    (default: CPU count) — never in child processes, so the caller's script is never imported again.
+    ``progress`` is called with each partition's report as it finishes, in the calling thread.
+    On Ctrl-C no further partition starts, commits under way finish, the others are abandoned before
+    their commit, and :class:`~deltaextras.ops.pool.RunInterrupted` (a ``KeyboardInterrupt``) carries
+    every partition's outcome (see :mod:`deltaextras.ops.pool`).
+    If any partition failed, :class:`~deltaextras.errors.PartitionsFailedError` is
     raised after all the others finished (``raise_on_failure=False`` returns the report instead).
     ``max_materialize_size`` is accepted for compatibility and ignored: memory is bounded by
     ``memory_budget``.
@@ -364,22 +397,21 @@ def rorder(
         if progress:
             progress(skipped)
     messages = [m.to_dict() for m in plan.messages()]
-    workers = max(1, min(max_workers or os.cpu_count() or 1, len(messages)))
-    if workers == 1:
-        for m in messages:
-            r = PartitionReport(**_run_one(m, options, plan.snapshot))
-            report.partitions.append(r)
-            if progress:
-                progress(r)
-    else:
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            futures = [pool.submit(_run_one, m, options) for m in messages]
-            for fut in as_completed(futures):
-                r = PartitionReport(**fut.result())
-                report.partitions.append(r)
-                if progress:
-                    progress(r)
+    if max_workers is not None and max_workers < 1:
+        raise InvalidArgumentError(f"max_workers must be at least 1, got {max_workers}")
+    try:
+        report.partitions.extend(
+            run_partitions(
+                messages,
+                lambda m, before_commit: _run_one(m, options, plan.snapshot, before_commit),
+                workers=max_workers or os.cpu_count() or 1,
+                progress=progress,
+                describe=lambda m: PartitionReport.failure(m, Exception(), 0.0),
+            )
+        )
+    except RunInterrupted as exc:
+        exc.report = RorderReport([*report.partitions, *exc.report])
+        raise
     order = {p.label: i for i, p in enumerate(plan.partitions)}
     report.partitions.sort(key=lambda r: order.get(r.partition or "(table)", 0))
     if report.failed and raise_on_failure:

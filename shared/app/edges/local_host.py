@@ -148,13 +148,62 @@ def _register_out() -> None:
 
 @dataclass
 class Delivery:
-    """One delivery of one message to the worker."""
+    """One delivery of one message to the worker, and what the worker made of it."""
 
     message_id: str
     dequeue_count: int
     result: str  # "succeeded" | "failed" | "poisoned"
     error: str | None = None
     seconds: float = 0.0
+    outcome: str | None = None  # the worker's: committed | skipped | retry | dead-letter
+    table: str | None = None
+    partition: str | None = None
+    reason: str | None = None
+
+    def line(self) -> str:
+        """One human line: which partition, and what became of it.
+
+        Example:
+            >>> Delivery("m1", 1, "succeeded", outcome="skipped", table="az://lake/t", partition="k_range=0",
+            ...          reason="already in layout").line()
+            'az://lake/t k_range=0: skipped (already in layout)'
+        """
+        where = " ".join(x for x in (self.table, self.partition) if x) or f"message {self.message_id}"
+        what = self.outcome or self.result
+        why = self.reason or self.error
+        return f"{where}: {what}" + (f" ({why})" if why else "")
+
+
+class OutcomeTap(logging.Handler):
+    """Collects the worker's ``rorder_work`` record of each delivery (the handlers return nothing)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.records: list[dict[str, Any]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            data = json.loads(record.getMessage())
+        except (TypeError, ValueError):
+            return
+        if isinstance(data, dict) and data.get("event") == "rorder_work":
+            self.records.append(data)
+
+
+@contextlib.contextmanager
+def tap_outcomes() -> Iterator[OutcomeTap]:
+    work_log = logging.getLogger("deltaextras.app.work")
+    tap, level, propagate = OutcomeTap(), work_log.level, work_log.propagate
+    work_log.addHandler(tap)
+    if not work_log.isEnabledFor(logging.INFO):
+        work_log.setLevel(logging.INFO)
+        work_log.propagate = False  # records below the caller's level stay here
+    try:
+        yield tap
+    finally:
+        work_log.removeHandler(tap)
+        work_log.setLevel(level)
+        work_log.propagate = propagate
 
 
 @dataclass
@@ -178,6 +227,10 @@ class RunSummary:
     def poisoned(self) -> int:
         return sum(1 for d in self.deliveries if d.result == "poisoned")
 
+    def outcomes(self, status: str) -> int:
+        """Deliveries whose worker outcome was ``status`` (committed, skipped, retry, dead-letter)."""
+        return sum(1 for d in self.deliveries if d.outcome == status)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "orchestrator": self.orchestrator,
@@ -185,6 +238,9 @@ class RunSummary:
             "succeeded": self.succeeded,
             "failed": self.failed,
             "poisoned": self.poisoned,
+            "committed": self.outcomes("committed"),
+            "skipped": self.outcomes("skipped"),
+            "dead_lettered": self.outcomes("dead-letter"),
             "outputs": dict(self.outputs),
             "seconds": round(self.seconds, 3),
             "deliveries": [asdict(d) for d in self.deliveries],
@@ -374,18 +430,19 @@ class LocalHost:
         )
         kwargs, outs = self._outputs(fn)
         kwargs[trigger["name"]] = msg
-        try:
-            main(**kwargs)
-        except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            if count >= self.options.max_dequeue_count:
-                self._poison(queue, poison, m)
-                return Delivery(m.id, count, "poisoned", error, time.monotonic() - started)
-            queue.update_message(m.id, m.pop_receipt, visibility_timeout=max(0, round(self.visibility_timeout)))
-            return Delivery(m.id, count, "failed", error, time.monotonic() - started)
+        with tap_outcomes() as tap:
+            try:
+                main(**kwargs)
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                if count >= self.options.max_dequeue_count:
+                    self._poison(queue, poison, m)
+                    return _with_outcome(Delivery(m.id, count, "poisoned", error, time.monotonic() - started), tap)
+                queue.update_message(m.id, m.pop_receipt, visibility_timeout=max(0, round(self.visibility_timeout)))
+                return _with_outcome(Delivery(m.id, count, "failed", error, time.monotonic() - started), tap)
         self._write_outputs(fn, outs)
         queue.delete_message(m.id, m.pop_receipt)
-        return Delivery(m.id, count, "succeeded", None, time.monotonic() - started)
+        return _with_outcome(Delivery(m.id, count, "succeeded", None, time.monotonic() - started), tap)
 
     def _poison(self, queue: Any, poison: Any, m: Any) -> None:
         log.warning("moving message %s (dequeue count %s) to %s", m.id, m.dequeue_count, poison.queue_name)
@@ -397,6 +454,14 @@ class LocalHost:
         if orchestrate:
             self.run_timer("orchestrator")
         return self.drain("worker", idle_timeout=idle_timeout)
+
+
+def _with_outcome(delivery: Delivery, tap: OutcomeTap) -> Delivery:
+    if tap.records:
+        last = tap.records[-1]
+        delivery.outcome, delivery.table = last.get("status"), last.get("table")
+        delivery.partition, delivery.reason = last.get("partition"), last.get("reason")
+    return delivery
 
 
 # ----------------------------------------------------------------------------- command line
@@ -414,11 +479,95 @@ def run_local(
     ``settings_file`` defaults to ``<app_root>/local.settings.json`` when it exists.
     """
     root = Path(app_root)
+    settings = app_settings_for(root, settings_file)
+    host = LocalHost(root, settings=settings, lease_seconds=lease_seconds, visibility_timeout=visibility_timeout)
+    with app_settings(settings):
+        _check_local_tables()
+    return host.run(orchestrate=orchestrate, idle_timeout=idle_timeout)
+
+
+def app_settings_for(
+    app_root: str | os.PathLike[str], settings_file: str | os.PathLike[str] | None = None
+) -> dict[str, str]:
+    """The ``Values`` of ``settings_file``, else of ``<app_root>/local.settings.json`` when it exists."""
+    root = Path(app_root)
     if settings_file is None and (root / "local.settings.json").exists():
         settings_file = root / "local.settings.json"
-    settings = read_local_settings(settings_file) if settings_file else {}
-    host = LocalHost(root, settings=settings, lease_seconds=lease_seconds, visibility_timeout=visibility_timeout)
-    return host.run(orchestrate=orchestrate, idle_timeout=idle_timeout)
+    if settings_file is None:
+        return {}
+    try:
+        return read_local_settings(settings_file)
+    except OSError as exc:
+        raise InvalidArgumentError(f"cannot read {settings_file}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise InvalidArgumentError(f"{settings_file} is not valid JSON: {exc}") from None
+
+
+def _emulator_endpoints() -> Any:
+    """The Azurite endpoints of the queue connection, or None when it is not a local emulator."""
+    from .local_azurite import AzuriteEndpoints
+
+    conn = os.environ.get("DELTAEXTRAS_STORAGE", "")
+    text = conn.strip().lower()
+    if not (text.startswith("usedevelopmentstorage") or "127.0.0.1" in text or "localhost" in text):
+        return None
+    return AzuriteEndpoints.from_connection_string(conn)
+
+
+def _check_local_tables() -> None:
+    """Before a local run against Azurite: is it there, and are the tables' containers and logs?"""
+    from ..config import AppConfig, is_azure_uri
+    from .local_azurite import check_api_version, check_tables, is_emulated
+
+    endpoints = _emulator_endpoints()
+    if endpoints is None:
+        return
+    if not endpoints.listening():
+        raise InvalidArgumentError(
+            f"no Azurite listening on 127.0.0.1:{endpoints.blob_port}/{endpoints.queue_port}; start it (docs/"
+            "function-app.md), or run `deltaextras local-run --demo`, which starts one"
+        )
+    check_api_version(endpoints)
+    config = AppConfig.from_env()
+    check_tables(endpoints, [t.uri for t in config.tables if is_azure_uri(t.uri) and is_emulated(t.storage_options)])
+
+
+def run_demo(
+    app_root: str | os.PathLike[str] = ".",
+    *,
+    settings_file: str | os.PathLike[str] | None = None,
+    idle_timeout: float = 120.0,
+    lease_seconds: float | None = None,
+    visibility_timeout: float | None = None,
+) -> RunSummary:
+    """``deltaextras local-run --demo``: find or start Azurite, create the configured tables' containers
+    and a demo sensor table where none exists, then run the orchestrator once and the worker until the
+    queue is empty. Settings: ``local.settings.json``, else ``local.settings.json.example``."""
+    from ..config import AppConfig, is_azure_uri
+    from .local_azurite import azurite_running, create_demo_table, is_emulated
+
+    root = Path(app_root)
+    if settings_file is None and not (root / "local.settings.json").exists():
+        settings_file = root / "local.settings.json.example"
+    settings = app_settings_for(root, settings_file)
+    with app_settings(settings):
+        endpoints = _emulator_endpoints()
+        if endpoints is None:
+            raise InvalidArgumentError(
+                "--demo runs against a local Azurite: set DELTAEXTRAS_STORAGE to UseDevelopmentStorage=true "
+                "(as local.settings.json.example does)"
+            )
+        config = AppConfig.from_env()
+        with azurite_running(endpoints, root):
+            for t in config.tables:
+                if not (is_azure_uri(t.uri) and is_emulated(t.storage_options)):
+                    continue
+                created = create_demo_table(endpoints, t.uri, t.storage_options)
+                print(f"{t.uri}: {'created the demo sensor table' if created else 'table exists; using it'}")
+            host = LocalHost(
+                root, settings=settings, lease_seconds=lease_seconds, visibility_timeout=visibility_timeout
+            )
+            return host.run(orchestrate=True, idle_timeout=idle_timeout)
 
 
 def add_parser(subparsers: Any) -> None:
@@ -434,6 +583,12 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("--no-orchestrator", action="store_true", help="only consume the queue")
     p.add_argument(
+        "--demo",
+        action="store_true",
+        help="start Azurite if none runs (data in <app-root>/.azurite), create the container and a demo table, "
+        "then run the app once (settings: local.settings.json, else local.settings.json.example)",
+    )
+    p.add_argument(
         "--idle-timeout", type=float, default=120.0, help="stop after this many seconds without a visible message"
     )
     p.add_argument("--lease", type=float, help="seconds a received message stays invisible (default: functionTimeout)")
@@ -443,21 +598,28 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
-    summary = run_local(
-        args.app_root,
-        settings_file=args.settings,
-        orchestrate=not args.no_orchestrator,
-        idle_timeout=args.idle_timeout,
-        lease_seconds=args.lease,
-        visibility_timeout=args.visibility_timeout,
-    )
+    if args.demo and args.no_orchestrator:
+        raise InvalidArgumentError("--demo runs the orchestrator; leave out --no-orchestrator")
+    common = {
+        "settings_file": args.settings,
+        "idle_timeout": args.idle_timeout,
+        "lease_seconds": args.lease,
+        "visibility_timeout": args.visibility_timeout,
+    }
+    if args.demo:
+        summary = run_demo(args.app_root, **common)
+    else:
+        summary = run_local(args.app_root, orchestrate=not args.no_orchestrator, **common)
     data = summary.to_dict()
     if args.json:
         print(json.dumps(data, indent=2, default=str))
     else:
+        for d in summary.deliveries:
+            print(f"  {d.line()}")
         print(
             f"orchestrator: {data['orchestrator'] or 'not run'}; {data['invocations']} worker invocation(s): "
-            f"{data['succeeded']} succeeded, {data['failed']} failed, {data['poisoned']} poisoned; "
+            f"{data['succeeded']} succeeded ({data['committed']} committed, {data['skipped']} skipped, "
+            f"{data['dead_lettered']} dead-lettered), {data['failed']} failed, {data['poisoned']} poisoned; "
             f"output messages: {data['outputs'] or 'none'}; {data['seconds']:.1f}s"
         )
     ok = (summary.orchestrator in (None, "succeeded")) and not summary.poisoned and not summary.outputs
