@@ -195,16 +195,30 @@ class TableSnapshot:
         if not wanted:
             return {}
         out: dict[str, np.ndarray] = {}
+        from deltalake.exceptions import DeltaError
+
         roots = _roots(self.deltalake_table, self.storage)
-        reader = self.deltalake_table.deletion_vectors()
-        for batch in reader:
-            rb = pa.record_batch(batch) if not isinstance(batch, pa.RecordBatch) else batch
-            paths = rb.column("filepath").to_pylist()
-            vectors = rb.column("selection_vector")
-            for i, uri in enumerate(paths):
-                key = _relative_key(uri, roots, is_url="://" in uri)
-                if key in wanted:
-                    out[wanted[key]] = bool_numpy(vectors[i].values)
+        try:
+            for batch in self.deltalake_table.deletion_vectors():
+                rb = pa.record_batch(batch) if not isinstance(batch, pa.RecordBatch) else batch
+                paths = rb.column("filepath").to_pylist()
+                vectors = rb.column("selection_vector")
+                for i, uri in enumerate(paths):
+                    key = _relative_key(uri, roots, is_url="://" in uri)
+                    if key in wanted:
+                        out[wanted[key]] = bool_numpy(vectors[i].values)
+        except (DeltaError, OSError) as exc:
+            text = _first_line(exc)
+            if "not found" in text.lower() or isinstance(exc, FileNotFoundError):
+                raise CorruptDataError(
+                    f"a deletion vector file named by the log of {self.storage.uri} is missing ({text}); "
+                    "the table is damaged, repair it first"
+                ) from None
+            if any(sign in text.lower() for sign in _TRANSIENT):
+                raise StorageError(
+                    f"deltalake could not read the deletion vectors of {self.storage.uri}: {text}"
+                ) from None
+            raise CorruptDataError(f"deletion vectors of {self.storage.uri} cannot be read: {text}") from None
         missing = [p for k, p in wanted.items() if p not in out]
         if missing:
             raise CorruptDataError(
@@ -261,9 +275,17 @@ def _open_deltalake(storage: TableStorage, version: int) -> Any:
             raise UnsupportedFeatureError(f"the table's protocol is not supported: {text}") from None
         if "not found" in text.lower() or "no files in log segment" in text.lower():
             raise TableNotFoundError(f"no Delta table at {storage.uri} ({text})") from None
+        if any(sign in text.lower() for sign in _DAMAGED) and not any(sign in text.lower() for sign in _TRANSIENT):
+            raise CorruptDataError(f"deltalake cannot read the log of {storage.uri}; it is damaged: {text}") from None
         raise StorageError(f"deltalake could not load {storage.uri}: {text}") from None
     except OSError as exc:
         raise StorageError(f"deltalake could not load {storage.uri}: {_first_line(exc)}") from None
+
+
+# deltalake errors that name a damaged log (permanent), not storage trouble (transient).
+_DAMAGED = ("json error", "invalid checkpoint", "parquet error", "invalid json", "missing field", "schema error")
+# ... unless the object store failed underneath (a parquet error wrapping a dropped connection).
+_TRANSIENT = ("generic", "error sending request", "timed out", "timeout", "connection", "retry", "http")
 
 
 def _first_line(exc: BaseException) -> str:

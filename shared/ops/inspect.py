@@ -57,7 +57,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..errors import InvalidArgumentError, PartitionNotFoundError
+from ..errors import CorruptDataError, InvalidArgumentError, PartitionNotFoundError
 
 __all__ = [
     "OpenFile",
@@ -247,7 +247,11 @@ def _scan_file(
     count_values: bool,
 ) -> tuple[_Kind | None, pa.DataType | None]:
     """Append one file's row groups (and value counts) to ``groups`` (``partial_counts``)."""
-    with pq.ParquetFile(source) as pf:
+    try:
+        opened = pq.ParquetFile(source)
+    except pa.ArrowInvalid as exc:
+        raise CorruptDataError(f"{name} is not readable Parquet: {str(exc)[:200]}") from None
+    with opened as pf:
         meta = pf.metadata
         arrow_index = pf.schema_arrow.get_field_index(column)
         if arrow_index >= 0:
@@ -439,12 +443,12 @@ def _live_files(
     storage_options: Mapping[str, str] | None,
 ) -> tuple[str, list[tuple[str, int]]]:
     """The table URI deltalake resolved and ``(key, size)`` of each selected live file."""
-    from deltalake import DeltaTable
-
+    from ..core.snapshot import TableSnapshot
     from ..core.storage import log_path_to_key
 
     opts = dict(storage_options or {})
-    dt = DeltaTable(os.fspath(uri), storage_options=opts or None)
+    # Our log replay first: a damaged log or a missing table is one error from the hierarchy, as in plan.
+    dt = TableSnapshot.load(os.fspath(uri), opts).deltalake_table
     actions = pa.table(dt.get_add_actions(flatten=True))
     paths: list[str] = actions.column("path").to_pylist()
     sizes: list[int] = actions.column("size_bytes").to_pylist()
@@ -498,7 +502,17 @@ def _delta_sources(
     from ..core.storage import TableStorage
 
     storage = TableStorage(table_uri, dict(storage_options or {}))
-    return [(key, functools.partial(storage.open_input, key, size)) for key, size in selected]
+    return [(key, functools.partial(_open_live, storage, key, size)) for key, size in selected]
+
+
+def _open_live(storage: Any, key: str, size: int) -> Any:
+    """A live file opened for reading; one the log names but storage lacks is a damaged table."""
+    try:
+        return storage.open_input(key, size)
+    except FileNotFoundError:
+        raise CorruptDataError(
+            f"data file {key} is in the log but missing from storage; run FSCK/repair first"
+        ) from None
 
 
 def row_group_table(
