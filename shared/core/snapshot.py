@@ -27,7 +27,7 @@ from .arrays import bool_numpy
 from .log import LogState, dv_unique_id, list_log, replay
 from .protocol import check_protocol, has_feature
 from .schema import TableSchema
-from .storage import TableStorage, log_path_to_key
+from .storage import TableStorage, location, log_path_to_key
 
 
 @dataclass
@@ -36,6 +36,7 @@ class LiveFile:
 
     add: dict[str, Any]
     partition_values: dict[str, str | None]  # logical column name -> value
+    root: str | None = None  # the table URI, for absolute paths in the log
 
     @property
     def path(self) -> str:
@@ -45,7 +46,7 @@ class LiveFile:
     @property
     def key(self) -> str:
         """The storage key of the file."""
-        return log_path_to_key(self.add["path"])
+        return log_path_to_key(self.add["path"], self.root)
 
     @property
     def size(self) -> int:
@@ -125,7 +126,7 @@ class TableSnapshot:
         self._dt = dt
         phys = {self.schema.partition_physical(c): c for c in self.partition_columns}
         self.files = [
-            LiveFile(add, {phys.get(k, k): v for k, v in (add.get("partitionValues") or {}).items()})
+            LiveFile(add, {phys.get(k, k): v for k, v in (add.get("partitionValues") or {}).items()}, storage.uri)
             for add in state.adds.values()
         ]
 
@@ -158,7 +159,7 @@ class TableSnapshot:
     def _cross_check(self, dt: Any) -> None:
         roots = _roots(dt, self.storage)
         ours = sorted(f.key for f in self.files)
-        theirs = sorted(_relative_key(u, roots, is_url=False) for u in dt.file_uris())
+        theirs = sorted(_their_key(u, roots, self.storage, is_url=False) for u in dt.file_uris())
         if ours != theirs:
             raise CorruptDataError(
                 f"deltalake and the log replay disagree on the live files of {self.storage.uri} at version "
@@ -204,7 +205,7 @@ class TableSnapshot:
                 paths = rb.column("filepath").to_pylist()
                 vectors = rb.column("selection_vector")
                 for i, uri in enumerate(paths):
-                    key = _relative_key(uri, roots, is_url="://" in uri)
+                    key = _their_key(uri, roots, self.storage, is_url="://" in uri)
                     if key in wanted:
                         out[wanted[key]] = bool_numpy(vectors[i].values)
         except (DeltaError, OSError) as exc:
@@ -244,6 +245,18 @@ def _relative_key(uri: str, roots: list[str], *, is_url: bool) -> str:
             rel = uri[len(root) + 1 :]
             return unquote(rel) if is_url else rel
     return uri
+
+
+def _their_key(uri: str, roots: list[str], storage: TableStorage, *, is_url: bool) -> str:
+    """Storage key of a file as deltalake names it; an absolute log path (``file:/abs``), which deltalake
+    1.x joins onto the table root, is parsed like every other path of the log."""
+    key = _relative_key(uri, roots, is_url=is_url)
+    if location(key) is not None:
+        try:
+            return storage.key_of(key)
+        except UnsupportedFeatureError:
+            return key
+    return key
 
 
 def _roots(dt: Any, storage: TableStorage) -> list[str]:

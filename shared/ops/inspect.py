@@ -455,7 +455,8 @@ def _live_files(
     """The table URI deltalake resolved and ``(key, size)`` of each selected live file."""
     from ..core.storage import log_path_to_key
 
-    dt = (snapshot or _snapshot(uri, storage_options)).deltalake_table
+    snap = snapshot or _snapshot(uri, storage_options)
+    dt = snap.deltalake_table
     actions = pa.table(dt.get_add_actions(flatten=True))
     paths: list[str] = actions.column("path").to_pylist()
     sizes: list[int] = actions.column("size_bytes").to_pylist()
@@ -467,7 +468,7 @@ def _live_files(
             raise InvalidArgumentError(f"{col!r} is not a partition column of {uri} (partition columns: {known})")
         values = actions.column(name).to_pylist()
         keep = [k and _partition_matches(v, wanted) for k, v in zip(keep, values, strict=True)]
-    selected = [(log_path_to_key(p), int(n)) for p, n, k in zip(paths, sizes, keep, strict=True) if k]
+    selected = [(log_path_to_key(p, snap.storage.uri), int(n)) for p, n, k in zip(paths, sizes, keep, strict=True) if k]
     if partition and not selected:
         raise PartitionNotFoundError(f"partition {dict(partition)} of {uri} has no live files")
     return dt.table_uri, selected

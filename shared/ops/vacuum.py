@@ -31,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -40,8 +41,8 @@ from typing import Any
 from ..core.actions import now_ms
 from ..core.dv import file_key
 from ..core.log import LOG_DIR, latest_version, list_log, read_commit
-from ..core.storage import TableStorage, log_path_to_key
-from ..errors import InvalidArgumentError, StorageError
+from ..core.storage import TableStorage
+from ..errors import InvalidArgumentError, StorageError, UnsupportedFeatureError
 
 DEFAULT_RETENTION_HOURS = 168.0
 _INTERVAL = re.compile(r"^\s*(?:interval\s+)?(\d+(?:\.\d+)?)\s*([a-z]+)\s*$", re.IGNORECASE)
@@ -257,11 +258,16 @@ def orphans(table: Any, storage_options: Mapping[str, str] | None = None) -> lis
     referenced: set[str] = set()
     for action in _file_actions(storage):
         path = action.get("path")
-        if isinstance(path, str) and "://" not in path:
-            referenced.add(log_path_to_key(path))
+        if isinstance(path, str):
+            with contextlib.suppress(UnsupportedFeatureError):  # a file outside the table is not ours to judge
+                referenced.add(storage.key_of(path))
         dv = action.get("deletionVector")
         if dv and dv.get("storageType") == "u":
             referenced.add(file_key(dv))
+        elif dv and dv.get("storageType") == "p":
+            where, key = storage.resolve(str(dv.get("pathOrInlineDv")))
+            if where is storage:
+                referenced.add(key)
     found = []
     for key, _size in storage.list(""):
         if key.startswith(LOG_DIR) or key in referenced:
