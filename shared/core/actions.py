@@ -43,12 +43,13 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def remove_action(add: dict[str, Any], timestamp: int) -> dict[str, Any]:
-    """The ``remove`` that retires exactly the logical file an ``add`` created."""
+def remove_action(add: dict[str, Any], timestamp: int, *, data_change: bool = False) -> dict[str, Any]:
+    """The ``remove`` that retires exactly the logical file an ``add`` created (``data_change``: the
+    commit changes the table's content, e.g. rows were dropped)."""
     body: dict[str, Any] = {
         "path": add["path"],
         "deletionTimestamp": timestamp,
-        "dataChange": False,
+        "dataChange": data_change,
         "extendedFileMetadata": True,
     }
     for key in _KEEP_ON_REMOVE:
@@ -58,15 +59,17 @@ def remove_action(add: dict[str, Any], timestamp: int) -> dict[str, Any]:
     return {"remove": body}
 
 
-def add_action(out: WrittenFile, partition_values: dict[str, str | None], timestamp: int) -> dict[str, Any]:
-    """The ``add`` of one written file (``dataChange: false``: the table's content is unchanged)."""
+def add_action(
+    out: WrittenFile, partition_values: dict[str, str | None], timestamp: int, *, data_change: bool = False
+) -> dict[str, Any]:
+    """The ``add`` of one written file (``dataChange: false`` by default: the table's content is unchanged)."""
     return {
         "add": {
             "path": out.path,
             "partitionValues": partition_values,
             "size": out.size,
             "modificationTime": timestamp,
-            "dataChange": False,
+            "dataChange": data_change,
             "stats": json.dumps(out.stats, separators=(",", ":")),
             "tags": out.tags,
         }
@@ -84,15 +87,17 @@ def commit_info(
     timestamp: int,
     parameters: dict[str, Any],
     metrics: dict[str, int],
+    operation: str = "OPTIMIZE",
 ) -> dict[str, Any]:
-    """``commitInfo`` in the shape Spark's OPTIMIZE writes (parameters and metrics as strings)."""
+    """``commitInfo`` in the shape Spark writes (parameters and metrics as strings); ``OPTIMIZE`` unless
+    the rewrite changed the content (``DELETE``: it dropped duplicate rows)."""
     return {
         "commitInfo": {
             "timestamp": timestamp,
-            "operation": "OPTIMIZE",
+            "operation": operation,
             "operationParameters": {k: json.dumps(v) if not isinstance(v, str) else v for k, v in parameters.items()},
             "readVersion": read_version,
-            "isolationLevel": "SnapshotIsolation",
+            "isolationLevel": "SnapshotIsolation" if operation == "OPTIMIZE" else "WriteSerializable",
             "isBlindAppend": False,
             "operationMetrics": {k: str(v) for k, v in metrics.items()},
             "engineInfo": ENGINE,

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 
@@ -41,6 +42,7 @@ from ..errors import (
     MessageError,
     PartitionsFailedError,
 )
+from .changes import ChangeSink, as_deletes, change_data_feed_enabled
 from .message import RorderMessage
 from .plan import in_layout, plan_table, resolve_unit
 from .report import PartitionReport, RorderReport
@@ -127,17 +129,20 @@ def rorder_single(
             report.reason = why
             return _finish(report, started)
 
-    outputs, result = _rewrite(snap, files, by, msg, progress, hooks.get("after_output"))
+    outputs, result, changes = _rewrite(snap, files, by, msg, progress, hooks.get("after_output"))
+    # Dropped duplicates change the table's content: the commit is a data change (README, How it works: Commit).
+    data_change = result.duplicates_removed > 0
     try:
         if "after_rewrite" in hooks:
             hooks["after_rewrite"](outputs)
         ts = now_ms()
         actions = [
             commit_info(
+                operation="DELETE" if data_change else "OPTIMIZE",
                 read_version=snap.version,
                 timestamp=ts,
                 parameters={
-                    "predicate": [f"{unit} = {msg.partition_value}"] if unit else [],
+                    "predicate": _scope(unit, msg, by, data_change),
                     "rorderBy": by,
                     "sortBy": [list(p) for p in msg.options.sort_by],
                     "uniqueBy": list(msg.options.unique_by),
@@ -153,11 +158,14 @@ def rorder_single(
                     "numDuplicateRowsRemoved": result.duplicates_removed,
                     "numOutputRows": result.rows_out,
                     "numOutputRowGroups": sum(o.row_groups for o in outputs),
+                    "numDeletedRows": result.duplicates_removed,
+                    "numAddedChangeFiles": len(changes),
                 },
             ),
             txn_action(app_id, snap.version, ts),
-            *(remove_action(f.add, ts) for f in files),
-            *(add_action(o, o.partition_values, ts) for o in outputs),
+            *(remove_action(f.add, ts, data_change=data_change) for f in files),
+            *(add_action(o, o.partition_values, ts, data_change=data_change) for o in outputs),
+            *changes,
         ]
         payload = encode(actions)
         outcome = commit(
@@ -169,9 +177,11 @@ def rorder_single(
         )
     except BaseException:
         _delete_outputs(storage, outputs)
+        _delete_changes(storage, changes)
         raise
     if outcome.version is None:
         _delete_outputs(storage, outputs)
+        _delete_changes(storage, changes)
         report.reason = "already committed by a concurrent delivery of this work"
         return _finish(report, started)
     if "after_commit" in hooks:
@@ -193,6 +203,22 @@ def rorder_single(
     report.passes = result.passes
     report.spilled_bytes = result.spilled_bytes
     return _finish(report, started)
+
+
+def _scope(unit: str | None, msg: RorderMessage, by: str, data_change: bool) -> list[str]:
+    """The ``predicate`` of the commit: the partition rewritten; for a commit that dropped duplicates
+    (a ``DELETE``), which rows it deleted.
+
+    Example:
+        >>> m = RorderMessage.from_dict({"path": "/t", "partition_value": 3, "unique_by": ["utc_time"]})
+        >>> _scope("k_range", m, "k", True)
+        ['rows repeating (k, utc_time) within k_range = 3']
+    """
+    where = f"{unit} = {msg.partition_value}" if unit else ""
+    if not data_change:
+        return [where] if where else []
+    keys = ", ".join(dict.fromkeys([by, *msg.options.unique_by]))
+    return [f"rows repeating ({keys})" + (f" within {where}" if where else "")]
 
 
 def _as_message(message: Any) -> RorderMessage:
@@ -239,17 +265,40 @@ def _rewrite(
     msg: RorderMessage,
     progress: Callable[[str], None] | None,
     on_output: Callable[[OutputFile], None] | None = None,
-) -> tuple[list[OutputFile], RewriteResult]:
-    """Rewrite each partition directory of the unit (one, unless the table has several partition columns)."""
+) -> tuple[list[OutputFile], RewriteResult, list[dict[str, Any]]]:
+    """Rewrite each partition directory of the unit (one, unless the table has several partition columns).
+
+    Returns the outputs, the figures and, when ``unique_by`` dropped rows of a table with the change data
+    feed on, the ``cdc`` actions of the change data files holding those rows as deletions.
+    """
     groups: dict[tuple[tuple[str, Any], ...], list[LiveFile]] = {}
     for f in files:
         groups.setdefault(tuple(sorted(f.partition_values.items())), []).append(f)
     outputs: list[OutputFile] = []
+    changes: list[dict[str, Any]] = []
+    record = bool(msg.options.unique_by) and change_data_feed_enabled(snap)
     total = RewriteResult()
     try:
         for key, group in groups.items():
-            rw = PartitionRewriter(snap, group, by, msg.options, dict(key), progress=progress, on_output=on_output)
-            res = rw.run()
+            sink = _DuplicateSink(snap, group[0]) if record else None
+            rw = PartitionRewriter(
+                snap,
+                group,
+                by,
+                msg.options,
+                dict(key),
+                progress=progress,
+                on_output=on_output,
+                on_duplicates=sink.write if sink is not None else None,
+            )
+            try:
+                res = rw.run()
+                if sink is not None and (cdc := sink.action()) is not None:
+                    changes.append(cdc)
+            except BaseException:
+                if sink is not None:
+                    sink.abort()
+                raise
             outputs.extend(res.outputs)
             for name in (
                 "rows_in",
@@ -263,9 +312,44 @@ def _rewrite(
             total.passes = max(total.passes, res.passes)
     except BaseException:
         _delete_outputs(snap.storage, outputs)
+        _delete_changes(snap.storage, changes)
         raise
     total.outputs = outputs
-    return outputs, total
+    return outputs, total, changes
+
+
+class _DuplicateSink:
+    """The change data file of one partition directory's dropped duplicates, opened at the first one."""
+
+    def __init__(self, snap: TableSnapshot, sample: LiveFile) -> None:
+        self.snap = snap
+        self.directory = sample.key.rpartition("/")[0]
+        self.partition_values = dict(sample.add.get("partitionValues") or {})
+        self.sink: ChangeSink | None = None
+
+    def write(self, rows: pa.Table) -> None:
+        if self.sink is None:
+            self.sink = ChangeSink(
+                self.snap.storage, self.directory, self.snap.schema.file_schema, self.partition_values
+            )
+        self.sink.write(as_deletes(rows))
+
+    def action(self) -> dict[str, Any] | None:
+        return self.sink.action() if self.sink is not None else None
+
+    def abort(self) -> None:
+        if self.sink is not None:
+            self.sink.abort()
+            self.snap.storage.delete(self.sink.key)
+
+
+def _delete_changes(storage: TableStorage, changes: list[dict[str, Any]]) -> None:
+    for c in changes:
+        key = unquote(c["cdc"]["path"])
+        try:
+            storage.delete(key)
+        except Exception:
+            log.warning("could not delete orphan %s (vacuum will)", key)
 
 
 def _delete_outputs(storage: TableStorage, outputs: list[OutputFile]) -> None:
