@@ -125,3 +125,37 @@ def test_absolute_data_file_paths_in_the_log(fixture_table: Any, tmp_path: Path)
     assert checksum(str(table)) == before
     delete(str(table), "value = 3")
     assert sorted(scan(str(table)).column("value").to_pylist()) == [v for v in range(10) if v != 3]
+
+
+@pytest.mark.parametrize(
+    ("root", "path", "where", "key"),
+    [
+        ("s3://bucket/t", "s3a://bucket/t/deletion_vector_a.bin", None, "deletion_vector_a.bin"),
+        ("s3://bucket/t", "s3://other/v%20x/deletion_vector_a.bin", "s3://other/v x", "deletion_vector_a.bin"),
+        (
+            "abfss://c@acct.dfs.core.windows.net/t",
+            "abfss://c@acct.dfs.core.windows.net/t/dv/deletion_vector_b.bin",
+            None,
+            "dv/deletion_vector_b.bin",
+        ),
+        (
+            "abfss://c@acct.dfs.core.windows.net/t",
+            "abfss://d@acct.dfs.core.windows.net/x/deletion_vector_b.bin",
+            "abfss://d@acct.dfs.core.windows.net/x",
+            "deletion_vector_b.bin",
+        ),
+        (
+            "az://c/t",
+            "https://acct.blob.core.windows.net/c/t/deletion_vector_b.bin",
+            None,
+            "deletion_vector_b.bin",
+        ),
+    ],
+)
+def test_remote_vector_paths_resolve_in_or_beside_the_table(root: str, path: str, where: str | None, key: str) -> None:
+    """``p`` vectors on object stores: inside the table they use the table's storage, elsewhere their own."""
+    options = {"AWS_REGION": "us-east-1", "account_name": "acct", "account_key": "a2V5"}
+    st = TableStorage(root, {k: v for k, v in options.items() if (k.startswith("AWS")) == root.startswith("s3")})
+    other, got = st.resolve(path)
+    assert got == key
+    assert (other is st) if where is None else (other.uri == where)
