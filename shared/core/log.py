@@ -146,7 +146,7 @@ def _checkpoint_rows(storage: TableStorage, keys: list[str]) -> Iterator[dict[st
         else:
             actions = _parquet_actions(data, key)
         for action in actions:
-            if action.get("sidecar"):
+            if isinstance(action, dict) and isinstance(action.get("sidecar"), dict):
                 side = LOG_DIR + "_sidecars/" + str(action["sidecar"].get("path", "")).rsplit("/", 1)[-1]
                 yield from _parquet_actions(_read_log_file(storage, side), side)
             else:
