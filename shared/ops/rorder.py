@@ -293,13 +293,13 @@ def _rewrite(
             )
             try:
                 res = rw.run()
+                outputs.extend(res.outputs)
                 if sink is not None and (cdc := sink.action()) is not None:
                     changes.append(cdc)
             except BaseException:
                 if sink is not None:
                     sink.abort()
                 raise
-            outputs.extend(res.outputs)
             for name in (
                 "rows_in",
                 "rows_out",
@@ -340,7 +340,7 @@ class _DuplicateSink:
     def abort(self) -> None:
         if self.sink is not None:
             self.sink.abort()
-            self.snap.storage.delete(self.sink.key)
+            _delete_changes(self.snap.storage, [{"cdc": {"path": self.sink.key}}])
 
 
 def _delete_changes(storage: TableStorage, changes: list[dict[str, Any]]) -> None:
