@@ -340,12 +340,15 @@ class _DuplicateSink:
     def abort(self) -> None:
         if self.sink is not None:
             self.sink.abort()
-            _delete_changes(self.snap.storage, [{"cdc": {"path": self.sink.key}}])
+            _delete_keys(self.snap.storage, [self.sink.key])
 
 
 def _delete_changes(storage: TableStorage, changes: list[dict[str, Any]]) -> None:
-    for c in changes:
-        key = unquote(c["cdc"]["path"])
+    _delete_keys(storage, [unquote(c["cdc"]["path"]) for c in changes])
+
+
+def _delete_keys(storage: TableStorage, keys: list[str]) -> None:
+    for key in keys:
         try:
             storage.delete(key)
         except Exception:
@@ -353,11 +356,7 @@ def _delete_changes(storage: TableStorage, changes: list[dict[str, Any]]) -> Non
 
 
 def _delete_outputs(storage: TableStorage, outputs: list[OutputFile]) -> None:
-    for o in outputs:
-        try:
-            storage.delete(o.key)
-        except Exception:
-            log.warning("could not delete orphan %s (vacuum will)", o.key)
+    _delete_keys(storage, [o.key for o in outputs])
 
 
 def _finish(report: PartitionReport, started: float) -> PartitionReport:
