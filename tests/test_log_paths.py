@@ -103,8 +103,14 @@ def test_delete_reads_an_absolute_deletion_vector(spelling: str, fixture_table: 
     shutil.move(str(source), str(table))
     _absolute_dv(table, SPELLINGS[spelling])
     assert sorted(scan(str(table)).column("value").to_pylist()) == [1, 2, 3, 4, 5, 6, 7, 8]
+    plan = plan_table(str(table), by="value", sort_by="value")
+    assert [p.files[0].key for p in plan.partitions] == [
+        "part-00000-fae5310a-a37d-4e51-827b-c3d5516560ca-c000.snappy.parquet"
+    ]
     report = delete(str(table), "value = 4")
     assert report.rows_deleted == 1
+    assert sorted(scan(str(table)).column("value").to_pylist()) == [1, 2, 3, 5, 6, 7, 8]
+    rorder(str(table), by="value", sort_by="value", max_workers=1)
     assert sorted(scan(str(table)).column("value").to_pylist()) == [1, 2, 3, 5, 6, 7, 8]
 
 
