@@ -177,7 +177,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from ..ops.plan import resolve_unit
 
     opts = _storage_options(args)
-    snap = TableSnapshot.load(args.table, opts)
+    snap = TableSnapshot.load(args.table, opts, for_writing=False)  # reading footers needs no feature support
     unit, column = resolve_unit(snap, args.column)
     partition = {unit: args.partition} if (unit and args.partition is not None) else None
     physical = snap.schema.physical(column)

@@ -140,17 +140,20 @@ class TableSnapshot:
         *,
         storage: TableStorage | None = None,
         cross_check: bool = True,
+        for_writing: bool = True,
     ) -> TableSnapshot:
-        """Load a table at ``version`` (default: latest), refusing unsupported protocols by name."""
+        """Load a table at ``version`` (default: latest), refusing unsupported protocols by name
+        (``for_writing=False``: only what reading needs, e.g. to inspect a table we would not rewrite)."""
         storage = storage or TableStorage(uri, storage_options)
         listing = list_log(storage)
         if version is None:
             version = listing.latest
         state = replay(storage, version, listing)
         dt = _open_deltalake(storage, version) if cross_check else None
-        check_protocol(
-            state.protocol, dict(state.metadata.get("configuration") or {}), state.metadata.get("schemaString")
-        )
+        if for_writing:
+            check_protocol(
+                state.protocol, dict(state.metadata.get("configuration") or {}), state.metadata.get("schemaString")
+            )
         snap = cls(storage, state, dt)
         if dt is not None:
             snap._cross_check(dt)

@@ -443,7 +443,7 @@ def _snapshot(uri: str | os.PathLike[str], storage_options: Mapping[str, str] | 
     error from the hierarchy, as in ``plan``."""
     from ..core.snapshot import TableSnapshot
 
-    return TableSnapshot.load(os.fspath(uri), dict(storage_options or {}))
+    return TableSnapshot.load(os.fspath(uri), dict(storage_options or {}), for_writing=False)
 
 
 def _live_files(
