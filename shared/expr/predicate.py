@@ -788,6 +788,8 @@ class _Eval:
             if any(isinstance(x, pa.Scalar) and not x.is_valid for x in (left, right)):
                 return self._const(None)
             if _floating_type(left) or _floating_type(right):
+                if isinstance(right, pa.Scalar) and not isinstance(left, pa.Scalar):
+                    return _compare_with_scalar(e.op, left, right)
                 return _spark_compare(e.op, self._array(left), self._array(right))
             fn = _COMPARE[e.op]
             return self._broadcast(fn(left, right))
@@ -804,7 +806,8 @@ class _Eval:
                     operand = operand.cast(typ) if _safe_cast(operand.type, typ) else operand
                     if not operand.type.equals(typ):
                         value_set = value_set.cast(operand.type)
-                if pa.types.is_floating(operand.type):  # -0.0 + 0.0 is 0.0: both zeros are one value, as in Spark
+                if pa.types.is_floating(operand.type) and 0 in value_set.to_pylist():
+                    # -0.0 + 0.0 is 0.0: both zeros are one value, as in Spark (needed only to match a zero)
                     operand, value_set = pc.add(operand, 0.0), pc.add(value_set, 0.0)
                 hit = pc.is_in(operand, value_set=value_set, skip_nulls=True)
             else:
@@ -877,6 +880,40 @@ def _spark_compare(op: str, left: Any, right: Any) -> Any:
     ln, rn = _nan_mask(left), _nan_mask(right)
     result = pc.if_else(pc.or_(ln, rn), _NAN_RESULT[op](ln, rn), result)
     return pc.if_else(pc.or_(pc.is_null(left), pc.is_null(right)), _NULL_BOOL, result)
+
+
+# Each comparison with a NaN literal, from the column's NaN mask (NULL where the column is NULL).
+_WITH_NAN: dict[str, Callable[[Any], Any]] = {
+    "=": lambda nan: nan,
+    "!=": lambda nan: pc.invert(nan),
+    "<": lambda nan: pc.invert(nan),
+    "<=": lambda nan: pc.or_(nan, pc.invert(nan)),
+    ">": lambda nan: pc.and_(nan, pc.invert(nan)),
+    ">=": lambda nan: nan,
+}
+
+
+def _compare_with_scalar(op: str, column: Any, value: pa.Scalar) -> Any:
+    """``column op value`` under Spark's order at the cost of one IEEE comparison (a NaN ``value`` costs
+    a NaN mask instead).
+
+    Example:
+        >>> f = pa.array([1.0, float("nan"), 3.0, None])
+        >>> _compare_with_scalar(">", f, pa.scalar(2.0)).to_pylist()
+        [False, True, True, None]
+        >>> _compare_with_scalar("<=", f, pa.scalar(float("nan"))).to_pylist()
+        [True, True, True, None]
+    """
+    v = value.as_py()
+    if isinstance(v, float) and math.isnan(v):
+        return _WITH_NAN[op](pc.is_nan(column.cast(pa.float64()) if not pa.types.is_floating(column.type) else column))
+    if op in _ABOVE and pa.types.is_floating(column.type):
+        # Spark's order is total, so x > v is NOT x <= v; IEEE's x <= v is FALSE for NaN, making NaN above v.
+        return pc.invert(_COMPARE[_ABOVE[op]](column, value))
+    return _COMPARE[op](column, value)  # =, <, <=, != already hold for NaN as IEEE answers them
+
+
+_ABOVE = {">": "<=", ">=": "<"}
 
 
 def _nan_mask(values: Any) -> Any:
