@@ -21,6 +21,7 @@ Example:
     >>> _ = enable_deletion_vectors(path)
     >>> _ = delete(path, "k < 10", inline_max_bytes=0)
     >>> _ = delete(path, "k < 20", inline_max_bytes=0)  # a new vector file replaces the first
+    >>> import time; time.sleep(0.005)  # retention 0 still means "removed before now", not in this millisecond
     >>> len(vacuum_deletion_vectors(path, retention_hours=0))  # dry run: what would go
     1
     >>> len(vacuum_deletion_vectors(path, retention_hours=0, dry_run=False))
