@@ -163,11 +163,22 @@ class InterruptedBeforeCommitError(DeltaExtrasError):
 
 
 class PartitionsFailedError(DeltaExtrasError):
-    """Some partitions of a multi-partition run failed (the others finished); ``report`` has them all."""
+    """Some partitions of a multi-partition run failed (the others finished); ``report`` has them all.
+
+    ``retryable`` is True only when every failure was (a later run can then finish the work).
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> report = SimpleNamespace(failed=[SimpleNamespace(retryable=True), SimpleNamespace(retryable=False)])
+        >>> PartitionsFailedError("2 failed", report).retryable
+        False
+    """
 
     def __init__(self, message: str, report: object = None) -> None:
         super().__init__(message)
         self.report = report
+        failed = list(getattr(report, "failed", None) or [])
+        self.retryable = bool(failed) and all(bool(getattr(r, "retryable", False)) for r in failed)
 
 
 def is_retryable(exc: BaseException) -> bool:

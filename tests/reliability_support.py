@@ -163,7 +163,10 @@ def log_entries(uri: str, storage_options: Mapping[str, str] | None = None) -> d
         for action in actions:
             assert isinstance(action, dict) and len(action) == 1, f"log entry {version}: malformed action"
         info = actions[0].get("commitInfo", {}) if actions else {}
-        if str(info.get("engineInfo", "")).startswith("deltaextras/") and info.get("operation") == "OPTIMIZE":
+        rewrite = any(str((a.get("txn") or {}).get("appId", "")).startswith("deltaextras.rorder:") for a in actions)
+        # A rewrite is OPTIMIZE, or DELETE when unique_by dropped duplicate rows.
+        ours = str(info.get("engineInfo", "")).startswith("deltaextras/")
+        if ours and (info.get("operation") == "OPTIMIZE" or rewrite):
             metrics = info["operationMetrics"]
             removes = sum(1 for a in actions if "remove" in a)
             adds = sum(1 for a in actions if "add" in a)

@@ -300,3 +300,59 @@ def test_delta_custom_opener(tmp_path: Path) -> None:
 
     assert read_amplification(uri, "node_id", open_file=opener) == pytest.approx((3 / 2 + 3 / 1) / 2)
     assert seen and all(p.startswith("node_id_range=0/") for p in seen)
+
+
+# ----------------------------------------------------------------------------- partition columns, strict JSON
+def _cli(*args: str) -> Any:
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "deltaextras", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_partition_column_figure_is_explained_and_json_is_strict(tmp_path: Path) -> None:
+    """A partition column is pruned by partition values: the figure is 1.0 and says why, never ``nan``."""
+    import json
+
+    uri = str(tmp_path / "t")
+    write_deltalake(
+        uri, pa.table({"node_id": [1, 2, 3, 4], "node_id_range": [0, 0, 1, 1]}), partition_by=["node_id_range"]
+    )
+    assert read_amplification(uri, "node_id_range") == 1.0
+    assert read_amplification(uri, "node_id_range", partition={"node_id_range": 1}) == 1.0
+
+    text = _cli("inspect", uri, "--column", "node_id_range")
+    assert text.returncode == 0, text.stderr
+    assert "nan" not in text.stdout.lower()
+    assert "read amplification on node_id_range: 1.00x" in text.stdout
+    assert "partition column" in text.stdout
+
+    out = _cli("inspect", uri, "--column", "node_id_range", "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout, parse_constant=lambda c: pytest.fail(f"not strict JSON: {c}"))
+    assert doc["read_amplification"] == 1.0
+    assert "partition column" in doc["meaning"]
+
+
+def test_column_without_values_gives_null_not_nan_in_json(tmp_path: Path) -> None:
+    """No non-null value (nothing to measure) and infinite statistics stay strict JSON."""
+    import json
+
+    uri = str(tmp_path / "t")
+    table = pa.table(
+        {
+            "k": pa.array([None, None], pa.int64()),
+            "f": pa.array([float("inf"), -float("inf")], pa.float64()),
+            "k_range": [0, 0],
+        }
+    )
+    write_deltalake(uri, table, partition_by=["k_range"])
+    out = _cli("inspect", uri, "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout, parse_constant=lambda c: pytest.fail(f"not strict JSON: {c}"))
+    assert doc["read_amplification"] is None
+    assert "no non-null value" in doc["meaning"]
+    out = _cli("inspect", uri, "--json", "--column", "f")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout, parse_constant=lambda c: pytest.fail(f"not strict JSON: {c}"))
+    assert doc["row_groups"][0]["max"] == "inf"

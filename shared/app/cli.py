@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 import tempfile
@@ -196,11 +197,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     from ..core.snapshot import TableSnapshot
-    from ..ops.inspect import read_amplification, row_group_table
+    from ..ops.inspect import partition_column, read_amplification, row_group_table
     from ..ops.plan import partition_not_found, resolve_unit
 
     opts = _storage_options(args)
-    snap = TableSnapshot.load(args.table, opts)
+    snap = TableSnapshot.load(args.table, opts, for_writing=False)  # reading footers needs no feature support
     unit, column = resolve_unit(snap, args.column)
     partition = {unit: args.partition} if (unit and args.partition is not None) else None
     if partition and unit and args.partition not in (groups := snap.partitions(unit)):
@@ -208,8 +209,21 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     physical = snap.schema.physical(column)
     table = row_group_table(args.table, physical, partition=partition, storage_options=opts)
     amp = read_amplification(args.table, physical, partition=partition, storage_options=opts)
+    figure = None if math.isnan(amp) else amp
+    if partition_column(snap, column) is not None:
+        meaning = (
+            f"{column} is a partition column: readers prune files by partition value, so a point query reads "
+            "only files whose every row holds the value (1.00x); data files do not store it, so row groups "
+            "carry no min/max for it"
+        )
+    elif figure is None:
+        meaning = f"{column} holds no non-null value in these files: no point query to measure"
+    else:
+        meaning = f"rows read by a point query on {column} (row groups pruned by min/max) per row holding the value"
     if args.json:
-        print(json.dumps({"read_amplification": amp, "row_groups": table.to_pylist()}, default=str, indent=2))
+        groups = [{k: _finite(v) for k, v in r.items()} for r in table.to_pylist()]
+        out = {"column": column, "read_amplification": figure, "meaning": meaning, "row_groups": groups}
+        print(json.dumps(out, default=str, indent=2, allow_nan=False))
         return 0
     rows = table.to_pylist()
     shown = rows if args.limit == 0 else rows[: args.limit]
@@ -221,8 +235,23 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         )
     if len(shown) < len(rows):
         print(f"... {len(rows) - len(shown)} more row groups (--limit 0 lists all)")
-    print(f"{len(rows)} row groups; point-query read amplification on {column}: {amp:.2f}x")
+    result = "none" if figure is None else f"{figure:.2f}x"
+    print(f"{len(rows)} row groups; point-query read amplification on {column}: {result}")
+    if figure is None or partition_column(snap, column) is not None:
+        print(f"({meaning})")
     return 0
+
+
+def _finite(value: Any) -> Any:
+    """A value fit for strict JSON: infinite and NaN floats (statistics may hold them) as text.
+
+    Example:
+        >>> _finite(float("inf")), _finite(2.5)
+        ('inf', 2.5)
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

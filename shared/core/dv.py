@@ -42,7 +42,7 @@ from pyroaring import BitMap, BitMap64
 
 from ..errors import CorruptDataError, UnsupportedFeatureError
 from .actions import DeletionVectorDescriptor
-from .storage import TableStorage, normalize_uri
+from .storage import TableStorage
 
 MAGIC = 1681511377
 MAGIC_NATIVE = 1681511376
@@ -336,15 +336,16 @@ def _frame(blob: bytes, d: DeletionVectorDescriptor, key: str) -> bytes:
 
 
 def _absolute(storage: TableStorage, path: str) -> tuple[TableStorage, str]:
-    """Storage and key of a ``p`` (absolute path) vector file."""
-    from urllib.parse import unquote
+    """Storage and key of a ``p`` (absolute path) vector file, in any URI form the log holds
+    (``file:/abs``, ``file:///abs``, ``abfss://``, ``s3://``, percent-escaped).
 
-    target = normalize_uri(unquote(path) if path.startswith("file:") else path)
-    root = storage.uri.rstrip("/") + "/"
-    if target.startswith(root):
-        return storage, target[len(root) :]
-    parent, _, name = target.rpartition("/")
-    return TableStorage(parent, storage.storage_options), name
+    Example:
+        >>> import tempfile
+        >>> st = TableStorage(tempfile.mkdtemp())
+        >>> _absolute(st, f"file:{st.uri}/deletion_vector_a%20b.bin")[1]
+        'deletion_vector_a b.bin'
+    """
+    return storage.resolve(path)
 
 
 # ------------------------------------------------------------------------------------ file writer

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -69,6 +70,7 @@ class LogListing:
 
     commits: set[int] = field(default_factory=set)
     checkpoints: dict[int, list[str]] = field(default_factory=dict)  # version -> keys (complete sets)
+    has_hint: bool = False  # whether _delta_log/_last_checkpoint exists
 
     @property
     def latest(self) -> int:
@@ -89,6 +91,8 @@ def list_log(storage: TableStorage) -> LogListing:
             listing.checkpoints[int(m.group(1))] = [key]
         elif m := _MULTI_CP.match(name):
             multipart.setdefault((int(m.group(1)), int(m.group(3))), []).append(key)
+        elif name == "_last_checkpoint":
+            listing.has_hint = True
     for (version, parts), keys in multipart.items():
         if len(keys) == parts and version not in listing.checkpoints:
             listing.checkpoints[version] = sorted(keys)
@@ -123,12 +127,12 @@ class LogState:
 def checkpoint_actions(storage: TableStorage, keys: list[str]) -> Iterator[Action]:
     """Actions of a checkpoint (all parts, v2 sidecars followed)."""
     for key in keys:
-        data = storage.read(key)
-        actions: Iterable[Action] = parse_actions(data, -1) if key.endswith(".json") else _parquet_actions(data)
+        data = _read_log_file(storage, key)
+        actions: Iterable[Action] = parse_actions(data, -1) if key.endswith(".json") else _parquet_actions(data, key)
         for action in actions:
             if isinstance(action, Sidecar):
-                side = LOG_DIR + "_sidecars/" + action.path.rsplit("/", 1)[-1]
-                yield from _parquet_actions(storage.read(side))
+                side = LOG_DIR + "_sidecars/" + str(action.path or "").rsplit("/", 1)[-1]
+                yield from _parquet_actions(_read_log_file(storage, side), side)
             else:
                 yield action
 
@@ -143,12 +147,26 @@ def log_actions(storage: TableStorage) -> Iterator[Action]:
         yield from read_commit(storage, v) or []
 
 
-def _parquet_actions(data: bytes) -> Iterator[Action]:
-    pf = pq.ParquetFile(pa.BufferReader(data))
-    names = set(pf.schema_arrow.names)
-    cols = [c for c in CHECKPOINT_COLUMNS if c in names]
-    for batch in pf.iter_batches(columns=cols, batch_size=8192):
-        yield from decode_checkpoint_batch(batch)
+def _read_log_file(storage: TableStorage, key: str) -> bytes:
+    try:
+        return storage.read(key)
+    except FileNotFoundError:
+        raise CorruptDataError(
+            f"{key} of {storage.uri} is named by the log but missing; the table is damaged"
+        ) from None
+
+
+def _parquet_actions(data: bytes, key: str = "checkpoint") -> Iterator[Action]:
+    try:
+        pf = pq.ParquetFile(pa.BufferReader(data))
+        names = set(pf.schema_arrow.names)
+        cols = [c for c in CHECKPOINT_COLUMNS if c in names]
+        for batch in pf.iter_batches(columns=cols, batch_size=8192):
+            yield from decode_checkpoint_batch(batch)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise CorruptDataError(
+            f"{key} is not a readable Parquet checkpoint ({str(exc)[:120]}); repair the log"
+        ) from None
 
 
 def _apply(state: LogState, actions: Iterable[Action]) -> None:
@@ -176,16 +194,62 @@ def _apply(state: LogState, actions: Iterable[Action]) -> None:
         state.adds[add.file_id] = add
 
 
+def _apply_checked(state: LogState, actions: Iterable[Action], where: str, storage: TableStorage) -> None:
+    """:func:`_apply`, with an action missing a required field (``add`` without ``path``, an action that is
+    not an object) reported as a damaged log."""
+    try:
+        _apply(state, actions)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CorruptDataError(
+            f"{where} of {storage.uri} holds a malformed action ({type(exc).__name__}: {str(exc)[:80]}); the log "
+            "is damaged, repair it first"
+        ) from None
+
+
+def _check_hint(storage: TableStorage, listing: LogListing) -> LogListing:
+    """Refuse a ``_last_checkpoint`` that names a checkpoint the log does not hold: deltalake (which rewrites
+    and checks rely on) refuses such a table, so every operation says so the same way, with the fix."""
+    hint = LOG_DIR + "_last_checkpoint"
+    try:
+        version = json.loads(storage.read(hint)).get("version")
+    except FileNotFoundError:
+        return listing
+    except (ValueError, AttributeError):
+        version = None
+    if isinstance(version, int) and not isinstance(version, bool):
+        if version in listing.checkpoints:
+            return listing
+        listing = list_log(storage)  # a checkpoint written after our listing, with its hint
+        if version in listing.checkpoints:
+            return listing
+        what = f"names checkpoint {version}, which is missing"
+    else:
+        what = "is not a valid hint"
+    raise CorruptDataError(
+        f"{hint} of {storage.uri} {what}; the table is damaged. Delete {hint} (readers then list the log) or "
+        "write a new checkpoint with a Delta writer"
+    )
+
+
+def _readable(listing: LogListing, version: int) -> bool:
+    """Whether ``version`` can be rebuilt from what the log holds: a checkpoint at or before it and every
+    commit after that checkpoint (or every commit from 0)."""
+    starts = [c + 1 for c in listing.checkpoints if c <= version] + [0]
+    return any(all(v in listing.commits for v in range(s, version + 1)) for s in starts)
+
+
 def replay(storage: TableStorage, version: int, listing: LogListing | None = None) -> LogState:
     """Replay the log up to ``version`` from the newest complete checkpoint at or before it."""
     listing = _require_commits(storage, listing or list_log(storage))
     if version > listing.latest:
         raise InvalidArgumentError(f"version {version} of {storage.uri} does not exist yet (latest {listing.latest})")
+    if listing.has_hint:
+        listing = _check_hint(storage, listing)
     cps = [v for v in listing.checkpoints if v <= version]
     start = max(cps) + 1 if cps else 0
     missing = [v for v in range(start, version + 1) if v not in listing.commits]
     if missing:
-        if missing[0] < min(listing.commits):
+        if missing[0] < min(listing.commits) and _readable(listing, listing.latest):
             raise CommitConflictError(
                 f"version {version} of {storage.uri} can no longer be read: log entries before "
                 f"{min(listing.commits)} were cleaned up. The plan is stale; plan again"
@@ -195,12 +259,46 @@ def replay(storage: TableStorage, version: int, listing: LogListing | None = Non
     if cps:
         cp = max(cps)
         # Checkpoint tombstones (remove) are history, not live state.
-        _apply(state, (a for a in checkpoint_actions(storage, listing.checkpoints[cp]) if not isinstance(a, Remove)))
+        _apply_checked(
+            state,
+            (a for a in checkpoint_actions(storage, listing.checkpoints[cp]) if not isinstance(a, Remove)),
+            f"checkpoint {cp}",
+            storage,
+        )
     for v in range(start, version + 1):
         actions = read_commit(storage, v)
         if actions is None:
             raise CorruptDataError(f"commit {v} of {storage.uri} vanished while reading the log; retry")
-        _apply(state, actions)
+        _apply_checked(state, actions, f"log entry {v}", storage)
     if state.protocol is None or state.metadata is None:
         raise CorruptDataError(f"the log of {storage.uri} has no protocol or metaData action up to {version}")
+    check_metadata(state.metadata, f"the log of {storage.uri} at version {version}")
     return state
+
+
+def check_metadata(metadata: Metadata, where: str) -> None:
+    """Refuse a ``metaData`` action whose ``schemaString`` is missing, null or not a JSON struct: the log is
+    damaged (a permanent :class:`CorruptDataError`, never worth a retry).
+
+    Example:
+        >>> check_metadata(Metadata(schema_string='{"type": "struct", "fields": []}'), "t")
+        >>> check_metadata(Metadata(id="x"), "the log of /t at version 3")
+        Traceback (most recent call last):
+        ...
+        deltaextras.errors.CorruptDataError: the log of /t at version 3 has a metaData action without ...
+    """
+    text = metadata.schema_string
+    if not isinstance(text, str) or not text:
+        raise CorruptDataError(
+            f"{where} has a metaData action without schemaString (the table's schema); the log is damaged, "
+            "repair it from a backup or a writer that knows the schema"
+        )
+    try:
+        schema = json.loads(text)
+    except ValueError:
+        schema = None
+    if not isinstance(schema, dict) or not isinstance(schema.get("fields"), list):
+        raise CorruptDataError(
+            f"{where} has a schemaString that is not a JSON struct schema ({text[:60]!r}); the log is damaged, "
+            "repair it first"
+        )

@@ -27,7 +27,7 @@ from .arrays import bool_numpy
 from .log import LogState, list_log, replay
 from .protocol import check_protocol, has_feature
 from .schema import TableSchema
-from .storage import TableStorage, log_path_to_key
+from .storage import TableStorage, location, log_path_to_key
 
 
 @dataclass
@@ -36,6 +36,7 @@ class LiveFile:
 
     add: Add
     partition_values: dict[str, str | None]  # logical column name -> value
+    root: str | None = None  # the table URI, for absolute paths in the log
 
     @property
     def path(self) -> str:
@@ -45,7 +46,7 @@ class LiveFile:
     @property
     def key(self) -> str:
         """The storage key of the file."""
-        return log_path_to_key(self.add.path)
+        return log_path_to_key(self.add.path, self.root)
 
     @property
     def size(self) -> int:
@@ -123,7 +124,9 @@ class TableSnapshot:
 
     def live_file(self, add: Add) -> LiveFile:
         """An ``add`` of this table as a live file (partition values by logical column name)."""
-        return LiveFile(add, {self._logical.get(k, k): v for k, v in (add.partition_values or {}).items()})
+        return LiveFile(
+            add, {self._logical.get(k, k): v for k, v in (add.partition_values or {}).items()}, self.storage.uri
+        )
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -135,8 +138,10 @@ class TableSnapshot:
         *,
         storage: TableStorage | None = None,
         cross_check: bool = True,
+        for_writing: bool = True,
     ) -> TableSnapshot:
-        """Load a table at ``version`` (default: latest), refusing unsupported protocols by name."""
+        """Load a table at ``version`` (default: latest), refusing unsupported protocols by name
+        (``for_writing=False``: only what reading needs, e.g. to inspect a table we would not rewrite)."""
         storage = storage or TableStorage(uri, storage_options)
         listing = list_log(storage)
         if version is None:
@@ -144,7 +149,8 @@ class TableSnapshot:
         state = replay(storage, version, listing)
         dt = _open_deltalake(storage, version) if cross_check else None
         assert state.protocol is not None and state.metadata is not None
-        check_protocol(state.protocol, dict(state.metadata.configuration or {}), state.metadata.schema_string)
+        if for_writing:
+            check_protocol(state.protocol, dict(state.metadata.configuration or {}), state.metadata.schema_string)
         snap = cls(storage, state, dt)
         if dt is not None:
             snap._cross_check(dt)
@@ -153,7 +159,7 @@ class TableSnapshot:
     def _cross_check(self, dt: Any) -> None:
         roots = _roots(dt, self.storage)
         ours = sorted(f.key for f in self.files)
-        theirs = sorted(_relative_key(u, roots, is_url=False) for u in dt.file_uris())
+        theirs = sorted(_their_key(u, roots, self.storage, is_url=False) for u in dt.file_uris())
         if ours != theirs:
             raise CorruptDataError(
                 f"deltalake and the log replay disagree on the live files of {self.storage.uri} at version "
@@ -190,16 +196,30 @@ class TableSnapshot:
         if not wanted:
             return {}
         out: dict[str, np.ndarray] = {}
+        from deltalake.exceptions import DeltaError
+
         roots = _roots(self.deltalake_table, self.storage)
-        reader = self.deltalake_table.deletion_vectors()
-        for batch in reader:
-            rb = pa.record_batch(batch) if not isinstance(batch, pa.RecordBatch) else batch
-            paths = rb.column("filepath").to_pylist()
-            vectors = rb.column("selection_vector")
-            for i, uri in enumerate(paths):
-                key = _relative_key(uri, roots, is_url="://" in uri)
-                if key in wanted:
-                    out[wanted[key]] = bool_numpy(vectors[i].values)
+        try:
+            for batch in self.deltalake_table.deletion_vectors():
+                rb = pa.record_batch(batch) if not isinstance(batch, pa.RecordBatch) else batch
+                paths = rb.column("filepath").to_pylist()
+                vectors = rb.column("selection_vector")
+                for i, uri in enumerate(paths):
+                    key = _their_key(uri, roots, self.storage, is_url="://" in uri)
+                    if key in wanted:
+                        out[wanted[key]] = bool_numpy(vectors[i].values)
+        except (DeltaError, OSError) as exc:
+            text = _first_line(exc)
+            if "not found" in text.lower() or isinstance(exc, FileNotFoundError):
+                raise CorruptDataError(
+                    f"a deletion vector file named by the log of {self.storage.uri} is missing ({text}); "
+                    "the table is damaged, repair it first"
+                ) from None
+            if any(sign in text.lower() for sign in _TRANSIENT):
+                raise StorageError(
+                    f"deltalake could not read the deletion vectors of {self.storage.uri}: {text}"
+                ) from None
+            raise CorruptDataError(f"deletion vectors of {self.storage.uri} cannot be read: {text}") from None
         missing = [p for k, p in wanted.items() if p not in out]
         if missing:
             raise CorruptDataError(
@@ -225,6 +245,18 @@ def _relative_key(uri: str, roots: list[str], *, is_url: bool) -> str:
             rel = uri[len(root) + 1 :]
             return unquote(rel) if is_url else rel
     return uri
+
+
+def _their_key(uri: str, roots: list[str], storage: TableStorage, *, is_url: bool) -> str:
+    """Storage key of a file as deltalake names it; an absolute log path (``file:/abs``), which deltalake
+    1.x joins onto the table root, is parsed like every other path of the log."""
+    key = _relative_key(uri, roots, is_url=is_url)
+    if location(key) is not None:
+        try:
+            return storage.key_of(key)
+        except UnsupportedFeatureError:
+            return key
+    return key
 
 
 def _roots(dt: Any, storage: TableStorage) -> list[str]:
@@ -256,9 +288,17 @@ def _open_deltalake(storage: TableStorage, version: int) -> Any:
             raise UnsupportedFeatureError(f"the table's protocol is not supported: {text}") from None
         if "not found" in text.lower() or "no files in log segment" in text.lower():
             raise TableNotFoundError(f"no Delta table at {storage.uri} ({text})") from None
+        if any(sign in text.lower() for sign in _DAMAGED) and not any(sign in text.lower() for sign in _TRANSIENT):
+            raise CorruptDataError(f"deltalake cannot read the log of {storage.uri}; it is damaged: {text}") from None
         raise StorageError(f"deltalake could not load {storage.uri}: {text}") from None
     except OSError as exc:
         raise StorageError(f"deltalake could not load {storage.uri}: {_first_line(exc)}") from None
+
+
+# deltalake errors that name a damaged log (permanent), not storage trouble (transient).
+_DAMAGED = ("json error", "invalid checkpoint", "parquet error", "invalid json", "missing field", "schema error")
+# ... unless the object store failed underneath (a parquet error wrapping a dropped connection).
+_TRANSIENT = ("generic", "error sending request", "timed out", "timeout", "connection", "retry", "http")
 
 
 def _first_line(exc: BaseException) -> str:

@@ -21,6 +21,7 @@ import io
 import os
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -211,6 +212,36 @@ class TableStorage:
         """The URI to hand to ``deltalake.DeltaTable``."""
         return self.uri
 
+    def key_of(self, log_path: str) -> str:
+        """The storage key of a file path as the log writes it (relative or absolute, URI-encoded)."""
+        return log_path_to_key(log_path, self.uri)
+
+    def resolve(self, log_path: str) -> tuple[TableStorage, str]:
+        """Storage and key of a path from the log, even outside the table (deletion vectors of storage
+        type ``p`` may live anywhere): this storage for a path under the root, else one opened on the
+        file's directory with the same options.
+
+        Example:
+            >>> import tempfile
+            >>> root = tempfile.mkdtemp()
+            >>> st = TableStorage(root)
+            >>> st.resolve(f"file:{root}/deletion_vector_x.bin") == (st, "deletion_vector_x.bin")
+            True
+        """
+        where = location(log_path, encoded=True)
+        if where is None:
+            return self, _decoded(log_path, True)
+        base = location(self.uri)
+        inside = base.contains(where) if base is not None else None
+        if inside is not None:
+            return self, inside
+        parent, _, name = where.path.rpartition("/")
+        if where.kind == "file":
+            directory = ("//" + where.bucket if where.bucket else "") + "/" + parent
+        else:
+            directory = _rebuilt(log_path, parent)
+        return TableStorage(directory, self.storage_options), name
+
     def uri_of(self, key: str) -> str:
         """Full URI (or local path) of a key under the root."""
         if self.local_root is not None:
@@ -356,17 +387,127 @@ class _RangeReader(io.RawIOBase):
 
 
 _ESCAPED = re.compile(r"%[0-9A-Fa-f]{2}")
+_AZURE_SCHEMES = {"abfs", "abfss", "az", "adl", "azure", "wasb", "wasbs"}
+_AZURE_HOSTS = (".blob.core.windows.net", ".dfs.core.windows.net")
 
 
-def log_path_to_key(path: str) -> str:
-    """A data file path as written in the Delta log (percent-encoded, relative) → the storage key.
+@dataclass(frozen=True)
+class Location:
+    """Where an absolute URI points, in one form whatever way it was spelled: the store kind (``file``,
+    ``azure``, ``s3``, ``gs``, or the scheme), the container or bucket, and the path inside it
+    (no leading or trailing slash, percent-decoded when the URI came from the log).
+
+    Example:
+        >>> location("abfss://c@acct.dfs.core.windows.net/t/x") == location("az://c/t/x")
+        True
+        >>> location("file:/tmp/t") == location("file:///tmp/t") == location("/tmp/t")
+        True
+    """
+
+    kind: str
+    bucket: str
+    path: str
+
+    def contains(self, other: Location) -> str | None:
+        """The path of ``other`` relative to this location, or None when it lies elsewhere.
+
+        Example:
+            >>> location("s3://b/t").contains(location("s3a://b/t/p=1/f.parquet"))
+            'p=1/f.parquet'
+        """
+        if (self.kind, self.bucket) != (other.kind, other.bucket):
+            return None
+        if not self.path:
+            return other.path or None
+        if other.path.startswith(self.path + "/"):
+            return other.path[len(self.path) + 1 :]
+        return None
+
+
+def location(uri: str, *, encoded: bool = False) -> Location | None:
+    """The :class:`Location` of an absolute URI or path; None for a relative path.
+
+    The forms writers put in the Delta log are all understood: ``file:/abs`` (Spark), ``file:///abs``,
+    ``file://localhost/abs``, plain ``/abs``, ``abfs[s]://container@account.dfs.core.windows.net/p``,
+    ``az://container/p``, ``wasbs://``, ``https://account.blob.core.windows.net/container/p``,
+    ``s3://`` / ``s3a://``, ``gs://``. ``encoded`` (log paths are URI-encoded) decodes the path once.
+
+    Example:
+        >>> location("file:/tmp/t/x%3D1/f.parquet", encoded=True)
+        Location(kind='file', bucket='', path='tmp/t/x=1/f.parquet')
+        >>> location("s3a://bucket/t/deletion_vector_1.bin")
+        Location(kind='s3', bucket='bucket', path='t/deletion_vector_1.bin')
+        >>> location("p=1/f.parquet") is None
+        True
+    """
+    text = uri.strip()
+    if text.startswith("/"):
+        return Location("file", "", _decoded(text, encoded).strip("/"))
+    scheme, sep, rest = text.partition(":")
+    if not sep or not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]+", scheme):
+        return None  # relative (a drive letter or a colon inside a file name is not a scheme)
+    scheme = scheme.lower()
+    if scheme == "file":
+        if rest.startswith("//"):
+            host, _, path = rest[2:].partition("/")
+            if host not in ("", "localhost"):
+                return Location("file", host, _decoded(path, encoded).strip("/"))
+            rest = "/" + path
+        return Location("file", "", _decoded(rest, encoded).strip("/"))
+    parsed = urlparse(text)
+    path = _decoded(parsed.path, encoded).strip("/")
+    host = parsed.hostname or ""
+    if scheme in _AZURE_SCHEMES:
+        container = parsed.username or ("" if host.endswith(_AZURE_HOSTS) else parsed.netloc)
+        if not container:  # abfss://account.dfs.core.windows.net/container/path
+            container, _, path = path.partition("/")
+        return Location("azure", container, path)
+    if scheme in ("http", "https") and host.endswith(_AZURE_HOSTS):
+        container, _, path = path.partition("/")
+        return Location("azure", container, path)
+    if scheme in ("s3", "s3a", "s3n"):
+        return Location("s3", parsed.netloc, path)
+    if scheme in ("gs", "gcs"):
+        return Location("gs", parsed.netloc, path)
+    return Location(scheme, parsed.netloc, path)
+
+
+def _decoded(path: str, encoded: bool) -> str:
+    return unquote(path) if encoded and _ESCAPED.search(path) else path
+
+
+def log_path_to_key(path: str, root: str | None = None) -> str:
+    """A file path as written in the Delta log (URI-encoded; relative, or absolute in any form
+    :func:`location` knows) → its storage key under the table ``root``.
+
+    An absolute path outside the root (a shallow clone's files) is refused by name.
 
     Example:
         >>> log_path_to_key("x=A%252FA/part-0.parquet")
         'x=A%2FA/part-0.parquet'
+        >>> log_path_to_key("file:/data/t/p=1/f%20g.parquet", "/data/t")
+        'p=1/f g.parquet'
+        >>> log_path_to_key("abfss://c@a.dfs.core.windows.net/t/f.parquet", "az://c/t")
+        'f.parquet'
     """
-    if "://" in path:
+    where = location(path, encoded=True)
+    if where is None:
+        return _decoded(path, True)
+    inside = None
+    if root is not None:
+        base = location(root)
+        inside = base.contains(where) if base is not None else None
+    if inside is None:
         raise UnsupportedFeatureError(
-            f"the log names an absolute data file path ({path[:80]}); shallow clones are not supported"
+            f"the log names a data file outside the table ({path[:80]}); shallow clones are not supported"
         )
-    return unquote(path) if _ESCAPED.search(path) else path
+    return inside
+
+
+def _rebuilt(uri: str, path: str) -> str:
+    """``uri`` with its path replaced by ``path`` (decoded), scheme and authority kept."""
+    parsed = urlparse(uri.strip())
+    if parsed.scheme in ("http", "https"):  # the container is the first path segment there
+        container = unquote(parsed.path).strip("/").split("/", 1)[0]
+        path = f"{container}/{path}" if path else container
+    return f"{parsed.scheme}://{parsed.netloc}/{path}".rstrip("/")

@@ -48,7 +48,7 @@ from ..errors import (
     DeltaExtrasError,
     StorageError,
 )
-from .actions import ENGINE, Action, CommitInfo, Protocol, Txn, decode_commit, encode_commit, now_ms
+from .actions import ENGINE, Action, Add, CommitInfo, Protocol, Txn, decode_commit, encode_commit, now_ms
 from .conflicts import Conflict, IsolationLevel, ReadSet, Winner, check_winner
 from .log import commit_key
 from .snapshot import TableSnapshot
@@ -148,6 +148,23 @@ class Transaction:
                 self.storage.delete(key)
             except Exception:  # cleanup must not mask the original error
                 log.warning("could not delete orphan %s (vacuum will)", key)
+
+    def escalate(
+        self,
+        isolation: IsolationLevel,
+        *,
+        operation: str | None = None,
+        might_match: Callable[[Add], bool] | None = None,
+    ) -> None:
+        """Commit under a stricter isolation level than planned (a rewrite that turned out to change the
+        table's content): every winner since the read version is checked again, under the new rules, at
+        the next catch-up."""
+        self.isolation = isolation
+        if operation is not None:
+            self.operation = operation
+        if might_match is not None:
+            self.read.might_match = might_match
+        self.checked_to = self.read_version
 
     # ------------------------------------------------------------------ winners
     def catch_up(self, version: int | None = None) -> tuple[int, CommitResult | None]:

@@ -27,8 +27,11 @@ offset are UTC. ``LIKE`` takes ``%`` and ``_`` wildcards.
 
 Semantics are SQL's: a comparison with ``NULL`` is ``NULL`` (unknown), ``NOT NULL`` is ``NULL``,
 ``x IN (1, NULL)`` is ``TRUE`` or ``NULL``, and a row is deleted only where the predicate is
-``TRUE``. Floating-point ``NaN`` compares as IEEE 754 says (equal to nothing, ordered with nothing),
-which differs from Spark, where ``NaN = NaN`` and ``NaN`` is larger than any number.
+``TRUE``. Floating-point values compare as in Spark SQL: ``NaN = NaN`` is TRUE, ``NaN`` is larger than
+every other number (``+Infinity`` included), and ``-0.0 = 0.0``. A float column compares with
+``'NaN'``, ``'Infinity'`` and ``'-Infinity'`` too. Pruning follows the same rules: Parquet and Delta
+statistics leave NaN out of min/max, so a file whose statistics say ``max <= 2`` may still hold NaN
+rows, and ``f > 2`` (or ``NOT f <= 2``) never skips it.
 
 Example:
     >>> import pyarrow as pa
@@ -48,7 +51,7 @@ import datetime as dt
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -98,9 +101,10 @@ class Expr:
 
 @dataclass(frozen=True)
 class Column(Expr):
-    """A column reference (logical name)."""
+    """A column reference (logical name); ``type`` is its Arrow type once bound."""
 
     name: str
+    type: Any = field(default=None, compare=False, repr=False)
 
     def _collect(self, out: set[str]) -> None:
         out.add(self.name)
@@ -537,8 +541,7 @@ class _Binder:
 
     def bind(self, e: Expr) -> Expr:
         if isinstance(e, Column):
-            self._type(e)
-            return e
+            return Column(e.name, self._type(e))
         if isinstance(e, Literal):
             return _with_scalar(e, None)
         if isinstance(e, Compare):
@@ -546,14 +549,14 @@ class _Binder:
             if isinstance(left, Literal) and isinstance(right, Column):
                 left, right, op = right, left, _FLIP[op]
             if isinstance(left, Column) and isinstance(right, Literal):
-                return Compare(op, left, self._literal_for(right, left))
+                return Compare(op, Column(left.name, self._type(left)), self._literal_for(right, left))
             if isinstance(left, Column) and isinstance(right, Column):
                 a, b = self._type(left), self._type(right)
                 if not _comparable(a, b):
                     raise InvalidPredicateError(
                         f"predicate compares column {left.name!r} ({a}) with column {right.name!r} ({b})"
                     )
-                return Compare(op, left, right)
+                return Compare(op, Column(left.name, a), Column(right.name, b))
             assert isinstance(left, Literal) and isinstance(right, Literal)
             return Compare(op, _with_scalar(left, None), _with_scalar(right, None))
         if isinstance(e, InList):
@@ -634,6 +637,8 @@ def _convert(lit: Literal, target: pa.DataType) -> pa.Scalar:
         if lit.kind != "str":
             raise TypeError("a text column compares with a quoted value")
         return scalar(v, target)
+    if pa.types.is_floating(target) and lit.kind == "str" and str(v).strip().lower() in _SPECIAL_FLOATS:
+        return scalar(_SPECIAL_FLOATS[str(v).strip().lower()], pa.float64())
     if pa.types.is_integer(target) or pa.types.is_floating(target) or pa.types.is_decimal(target):
         if lit.kind not in ("int", "float", "decimal"):
             raise TypeError("a numeric column compares with a number")
@@ -673,6 +678,18 @@ def _convert(lit: Literal, target: pa.DataType) -> pa.Scalar:
             v = v.replace(tzinfo=dt.timezone.utc)
         return scalar(v, target)
     raise TypeError(f"type {target} is not supported in predicates")
+
+
+# Text a float column compares with as Spark casts it.
+_SPECIAL_FLOATS = {
+    "nan": math.nan,
+    "infinity": math.inf,
+    "+infinity": math.inf,
+    "inf": math.inf,
+    "+inf": math.inf,
+    "-infinity": -math.inf,
+    "-inf": -math.inf,
+}
 
 
 def _with_scalar(lit: Literal, target: pa.DataType | None) -> Literal:
@@ -751,6 +768,9 @@ class _Eval:
             return pa.nulls(self.n, pa.bool_())
         return bool_array(np.full(self.n, value, dtype=bool))
 
+    def _array(self, value: Any) -> Any:
+        return constant_array(value, self.n) if isinstance(value, pa.Scalar) else value
+
     def _broadcast(self, result: Any) -> Any:
         if isinstance(result, pa.Scalar):
             return self._const(py_value(result) if result.is_valid else None)
@@ -767,6 +787,10 @@ class _Eval:
             left, right = self.value(e.left), self.value(e.right)
             if any(isinstance(x, pa.Scalar) and not x.is_valid for x in (left, right)):
                 return self._const(None)
+            if _floating_type(left) or _floating_type(right):
+                if isinstance(right, pa.Scalar) and not isinstance(left, pa.Scalar):
+                    return _compare_with_scalar(e.op, left, right)
+                return _spark_compare(e.op, self._array(left), self._array(right))
             fn = _COMPARE[e.op]
             return self._broadcast(fn(left, right))
         if isinstance(e, InList):
@@ -782,6 +806,9 @@ class _Eval:
                     operand = operand.cast(typ) if _safe_cast(operand.type, typ) else operand
                     if not operand.type.equals(typ):
                         value_set = value_set.cast(operand.type)
+                if pa.types.is_floating(operand.type) and 0 in value_set.to_pylist():
+                    # -0.0 + 0.0 is 0.0: both zeros are one value, as in Spark (needed only to match a zero)
+                    operand, value_set = pc.add(operand, 0.0), pc.add(value_set, 0.0)
                 hit = pc.is_in(operand, value_set=value_set, skip_nulls=True)
             else:
                 hit = self._const(False)
@@ -821,6 +848,79 @@ _COMPARE = {
     ">": pc.greater,
     ">=": pc.greater_equal,
 }
+
+
+def _floating_type(value: Any) -> bool:
+    return pa.types.is_floating(value.type)
+
+
+# Where either side is NaN, the result of each comparison under Spark's order (NaN above everything,
+# NaN equal to NaN), from the NaN masks of the left and right sides.
+_NAN_RESULT: dict[str, Callable[[Any, Any], Any]] = {
+    "=": lambda ln, rn: pc.and_(ln, rn),
+    "!=": lambda ln, rn: pc.invert(pc.and_(ln, rn)),
+    "<": lambda ln, rn: pc.and_(pc.invert(ln), rn),
+    "<=": lambda ln, rn: rn,
+    ">": lambda ln, rn: pc.and_(ln, pc.invert(rn)),
+    ">=": lambda ln, rn: ln,
+}
+
+
+def _spark_compare(op: str, left: Any, right: Any) -> Any:
+    """``left op right`` with Spark's floating-point semantics (see the module doc); NULL stays NULL.
+
+    Example:
+        >>> f = pa.array([1.0, float("nan"), float("inf"), -0.0, None])
+        >>> _spark_compare(">", f, pa.array([float("inf")] * 5)).to_pylist()
+        [False, True, False, False, None]
+        >>> _spark_compare("=", f, pa.array([float("nan"), float("nan"), 1.0, 0.0, 1.0])).to_pylist()
+        [False, True, False, True, None]
+    """
+    result = _COMPARE[op](left, right)
+    ln, rn = _nan_mask(left), _nan_mask(right)
+    result = pc.if_else(pc.or_(ln, rn), _NAN_RESULT[op](ln, rn), result)
+    return pc.if_else(pc.or_(pc.is_null(left), pc.is_null(right)), _NULL_BOOL, result)
+
+
+# Each comparison with a NaN literal, from the column's NaN mask (NULL where the column is NULL).
+_WITH_NAN: dict[str, Callable[[Any], Any]] = {
+    "=": lambda nan: nan,
+    "!=": lambda nan: pc.invert(nan),
+    "<": lambda nan: pc.invert(nan),
+    "<=": lambda nan: pc.or_(nan, pc.invert(nan)),
+    ">": lambda nan: pc.and_(nan, pc.invert(nan)),
+    ">=": lambda nan: nan,
+}
+
+
+def _compare_with_scalar(op: str, column: Any, value: pa.Scalar) -> Any:
+    """``column op value`` under Spark's order at the cost of one IEEE comparison (a NaN ``value`` costs
+    a NaN mask instead).
+
+    Example:
+        >>> f = pa.array([1.0, float("nan"), 3.0, None])
+        >>> _compare_with_scalar(">", f, pa.scalar(2.0)).to_pylist()
+        [False, True, True, None]
+        >>> _compare_with_scalar("<=", f, pa.scalar(float("nan"))).to_pylist()
+        [True, True, True, None]
+    """
+    v = value.as_py()
+    if isinstance(v, float) and math.isnan(v):
+        return _WITH_NAN[op](pc.is_nan(column.cast(pa.float64()) if not pa.types.is_floating(column.type) else column))
+    if op in _ABOVE and pa.types.is_floating(column.type):
+        # Spark's order is total, so x > v is NOT x <= v; IEEE's x <= v is FALSE for NaN, making NaN above v.
+        return pc.invert(_COMPARE[_ABOVE[op]](column, value))
+    return _COMPARE[op](column, value)  # =, <, <=, != already hold for NaN as IEEE answers them
+
+
+_ABOVE = {">": "<=", ">=": "<"}
+
+
+def _nan_mask(values: Any) -> Any:
+    """True where a value is NaN (False for nulls and for types without NaN)."""
+    if not pa.types.is_floating(values.type):
+        return constant_array(_FALSE, len(values))
+    return pc.fill_null(pc.is_nan(values), False)
 
 
 def _safe_cast(src: pa.DataType, dst: pa.DataType) -> bool:
@@ -918,9 +1018,10 @@ def _might(e: Expr, stats: Callable[[str], FieldStats | None], negate: bool) -> 
             return not (s.min is not None and s.min == s.max and not _floating(e.values) and s.min in values)
         if not values:
             return False
-        if s.min is None or s.max is None:
-            return True
-        return any(s.min <= v <= s.max for v in values)
+        lo, hi = _not_nan(s.min), _not_nan(s.max)
+        if lo is None or hi is None or any(isinstance(v, float) and math.isnan(v) for v in values):
+            return True  # a NaN in the list may match NaN rows, which statistics never show
+        return any(lo <= v <= hi for v in values)
     if isinstance(e, Compare):
         if not (isinstance(e.left, Column) and isinstance(e.right, Literal)):
             return True
@@ -932,9 +1033,15 @@ def _might(e: Expr, stats: Callable[[str], FieldStats | None], negate: bool) -> 
             return True
         if s.all_null:
             return False
-        op = _NEGATE[e.op] if negate else e.op
+        op = _NEGATE[e.op] if negate else e.op  # exact: Spark's order is total, NaN included
         v = py_value(lit.scalar)
-        lo, hi = s.min, s.max
+        lo, hi = _not_nan(s.min), _not_nan(s.max)
+        if _may_hold_nan(e.left, lit):
+            # Statistics leave NaN out of min/max, and NaN sorts above every number.
+            if isinstance(v, float) and math.isnan(v):
+                return op != ">"  # nothing is greater than NaN; any other comparison may hold
+            if op in (">", ">=", "!="):
+                return True
         if op == "!=":
             if lo is None or hi is None or pa.types.is_floating(lit.scalar.type):
                 return True
@@ -953,6 +1060,18 @@ def _might(e: Expr, stats: Callable[[str], FieldStats | None], negate: bool) -> 
             return bool(hi > v)
         return bool(hi >= v)
     return True
+
+
+def _not_nan(bound: Any) -> Any:
+    """A statistic, or None (unknown) when it is NaN (a writer that put NaN into min/max)."""
+    return None if isinstance(bound, float) and math.isnan(bound) else bound
+
+
+def _may_hold_nan(column: Column, lit: Literal) -> bool:
+    """Whether the compared column is floating point (when unbound: whether the literal is)."""
+    if column.type is not None:
+        return bool(pa.types.is_floating(column.type))
+    return bool(pa.types.is_floating(lit.scalar.type))
 
 
 def _floating(values: tuple[Literal, ...]) -> bool:

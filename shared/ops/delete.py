@@ -73,9 +73,10 @@ from ..errors import (
     UnsupportedFeatureError,
 )
 from ..expr.predicate import Expr, parse
+from .changes import change_data_feed_enabled
 from .delete_bounds import _statistic_bounds, json_bound, parquet_bound, partition_scalar
 from .delete_report import DeleteReport
-from .delete_rewrite import CopyOnWrite, change_data_feed_enabled
+from .delete_rewrite import CopyOnWrite
 from .delete_scan import Scanner, Target
 from .delete_vectors import deletion_vectors_enabled, dv_add, write_vectors
 from .table import load_snapshot, table_args

@@ -57,13 +57,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..errors import InvalidArgumentError, PartitionNotFoundError
+from ..errors import CorruptDataError, InvalidArgumentError, PartitionNotFoundError
 
 __all__ = [
     "OpenFile",
     "delta_files",
     "parquet_read_amplification",
     "parquet_row_group_table",
+    "partition_column",
     "read_amplification",
     "row_group_table",
 ]
@@ -247,7 +248,11 @@ def _scan_file(
     count_values: bool,
 ) -> tuple[_Kind | None, pa.DataType | None]:
     """Append one file's row groups (and value counts) to ``groups`` (``partial_counts``)."""
-    with pq.ParquetFile(source) as pf:
+    try:
+        opened = pq.ParquetFile(source)
+    except pa.ArrowInvalid as exc:
+        raise CorruptDataError(f"{name} is not readable Parquet: {str(exc)[:200]}") from None
+    with opened as pf:
         meta = pf.metadata
         arrow_index = pf.schema_arrow.get_field_index(column)
         if arrow_index >= 0:
@@ -433,18 +438,25 @@ def _partition_matches(actual: Any, wanted: Any) -> bool:
     return norm(actual) == norm(wanted)
 
 
+def _snapshot(uri: str | os.PathLike[str], storage_options: Mapping[str, str] | None) -> Any:
+    """The table at its latest version: our log replay first, so a damaged log or a missing table is one
+    error from the hierarchy, as in ``plan``."""
+    from ..core.snapshot import TableSnapshot
+
+    return TableSnapshot.load(os.fspath(uri), dict(storage_options or {}), for_writing=False)
+
+
 def _live_files(
     uri: str | os.PathLike[str],
     partition: Mapping[str, Any] | None,
     storage_options: Mapping[str, str] | None,
+    snapshot: Any = None,
 ) -> tuple[str, list[tuple[str, int]]]:
     """The table URI deltalake resolved and ``(key, size)`` of each selected live file."""
-    from deltalake import DeltaTable
-
     from ..core.storage import log_path_to_key
 
-    opts = dict(storage_options or {})
-    dt = DeltaTable(os.fspath(uri), storage_options=opts or None)
+    snap = snapshot or _snapshot(uri, storage_options)
+    dt = snap.deltalake_table
     actions = pa.table(dt.get_add_actions(flatten=True))
     paths: list[str] = actions.column("path").to_pylist()
     sizes: list[int] = actions.column("size_bytes").to_pylist()
@@ -456,7 +468,7 @@ def _live_files(
             raise InvalidArgumentError(f"{col!r} is not a partition column of {uri} (partition columns: {known})")
         values = actions.column(name).to_pylist()
         keep = [k and _partition_matches(v, wanted) for k, v in zip(keep, values, strict=True)]
-    selected = [(log_path_to_key(p), int(n)) for p, n, k in zip(paths, sizes, keep, strict=True) if k]
+    selected = [(log_path_to_key(p, snap.storage.uri), int(n)) for p, n, k in zip(paths, sizes, keep, strict=True) if k]
     if partition and not selected:
         raise PartitionNotFoundError(f"partition {dict(partition)} of {uri} has no live files")
     return dt.table_uri, selected
@@ -491,14 +503,25 @@ def _delta_sources(
     partition: Mapping[str, Any] | None,
     storage_options: Mapping[str, str] | None,
     open_file: OpenFile | None,
+    snapshot: Any = None,
 ) -> list[tuple[str, Callable[[], Any]]]:
-    table_uri, selected = _live_files(uri, partition, storage_options)
+    table_uri, selected = _live_files(uri, partition, storage_options, snapshot)
     if open_file is not None:
         return [(key, functools.partial(open_file, key)) for key, _ in selected]
     from ..core.storage import TableStorage
 
     storage = TableStorage(table_uri, dict(storage_options or {}))
-    return [(key, functools.partial(storage.open_input, key, size)) for key, size in selected]
+    return [(key, functools.partial(_open_live, storage, key, size)) for key, size in selected]
+
+
+def _open_live(storage: Any, key: str, size: int) -> Any:
+    """A live file opened for reading; one the log names but storage lacks is a damaged table."""
+    try:
+        return storage.open_input(key, size)
+    except FileNotFoundError:
+        raise CorruptDataError(
+            f"data file {key} is in the log but missing from storage; run FSCK/repair first"
+        ) from None
 
 
 def row_group_table(
@@ -546,6 +569,10 @@ def read_amplification(
     divided by the rows holding ``v``; the mean over values (each weighing the same). 1.0 is exact
     pruning; ``nan`` means the column holds no non-null value. Arguments as :func:`row_group_table`.
 
+    On a partition column the figure is 1.0 (when it holds a non-null value): readers prune files by
+    partition value, so a point query reads only files whose every row holds the value. The data files
+    do not store partition columns, so their row groups carry no statistics for it.
+
     Example:
         >>> import tempfile
         >>> import pyarrow as pa
@@ -556,6 +583,39 @@ def read_amplification(
         ...                 mode="append")
         >>> read_amplification(uri, "node_id", partition={"p": 0})
         1.0
+        >>> read_amplification(uri, "p")  # a partition column: pruned by partition values
+        1.0
     """
-    files = _delta_sources(uri, partition, storage_options, open_file)
+    snap = _snapshot(uri, storage_options)
+    logical = partition_column(snap, column)
+    if logical is not None:
+        files = [
+            f
+            for f in snap.files
+            if all(_partition_matches(f.partition_values.get(c), v) for c, v in (partition or {}).items())
+        ]
+        if partition and not files:
+            raise PartitionNotFoundError(f"partition {dict(partition)} of {uri} has no live files")
+        held = any(f.partition_values.get(logical) is not None and (f.num_records or 1) > 0 for f in files)
+        return 1.0 if held else float("nan")
+    files = _delta_sources(uri, partition, storage_options, open_file, snap)
     return _amplification(_scan(files, column, count_values=True))
+
+
+def partition_column(snapshot: Any, column: str) -> str | None:
+    """The logical name of ``column`` (logical or physical) if it is a partition column of the table.
+
+    Example:
+        >>> import tempfile, pyarrow as pa
+        >>> from deltalake import write_deltalake
+        >>> from deltaextras.core.snapshot import TableSnapshot
+        >>> uri = tempfile.mkdtemp()
+        >>> write_deltalake(uri, pa.table({"k": [1], "p": [0]}), partition_by=["p"])
+        >>> snap = TableSnapshot.load(uri)
+        >>> partition_column(snap, "p"), partition_column(snap, "k")
+        ('p', None)
+    """
+    for name in snapshot.partition_columns:
+        if column in (name, snapshot.schema.partition_physical(name)):
+            return str(name)
+    return None

@@ -22,9 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow.parquet as pq
-
-from ..core.snapshot import LiveFile, TableSnapshot
+from ..core.snapshot import LiveFile, TableSnapshot, open_data_file
 from ..errors import InvalidArgumentError, PartitionNotFoundError
 from .layout import LAYOUT_TAG, RUN_TAG, layout_signature, row_groups_in_layout
 from .message import RorderMessage, partition_value_to_str
@@ -173,7 +171,7 @@ def in_layout(snapshot: TableSnapshot, files: list[LiveFile], by: str, options: 
         # One untagged file per partition directory: in layout if its row groups say so.
         physical = snapshot.schema.physical(by)
         for f in files:
-            pf = pq.ParquetFile(snapshot.storage.open_input(f.key, f.size))
+            pf = open_data_file(snapshot.storage, f, pre_buffer=False)
             names = [pf.metadata.schema.column(j).path for j in range(len(pf.metadata.schema))]
             if physical not in names or not row_groups_in_layout(pf.metadata, names.index(physical)):
                 return None

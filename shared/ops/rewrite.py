@@ -131,10 +131,13 @@ class PartitionRewriter:
         *,
         progress: Callable[[str], None] | None = None,
         on_output: Callable[[OutputFile], None] | None = None,
+        on_duplicates: Callable[[pa.Table], None] | None = None,
     ) -> None:
         self.snapshot = snapshot
         # Called with each output file once it is complete on storage (tracing and fault injection).
         self.on_output = on_output
+        # Called with the rows ``unique_by`` drops, pass by pass (change data of the deletions they are).
+        self.on_duplicates = on_duplicates
         self.storage = snapshot.storage
         self.files = files
         self.options = options
@@ -450,7 +453,11 @@ class PartitionRewriter:
         if not table.num_rows:
             return 0
         if self.options.unique_by:
-            table = self._deduplicate(table)
+            kept = self._deduplicate(table)
+            if self.on_duplicates is not None and kept.num_rows < table.num_rows:
+                self.on_duplicates(dropped_duplicates(table, self.unique_keys, table.num_rows - kept.num_rows))
+            table = kept
+            del kept
         rows = table.num_rows
         by_col = table.column(self.by).combine_chunks()  # sorting one array is ~50x faster than chunks
         run_ends = self._run_ends(by_col)
@@ -513,6 +520,31 @@ class PartitionRewriter:
         keep_rows = groups.column("__row_min").take(keep)
         self.result.duplicates_removed += table.num_rows - len(keep_rows)
         return table.take(keep_rows)
+
+
+def dropped_duplicates(table: pa.Table, keys: list[str], expected: int) -> pa.Table:
+    """The rows de-duplication drops: every row but the first of its ``keys`` (equal rows, all of them:
+    rows that share a key and differ elsewhere are refused before). ``expected`` is how many were dropped.
+
+    Example:
+        >>> t = pa.table({"k": [1, 2, 1, 1], "v": [0.5, 1.0, 0.5, 0.5]})
+        >>> dropped_duplicates(t, ["k"], 2).to_pylist()
+        [{'k': 1, 'v': 0.5}, {'k': 1, 'v': 0.5}]
+    """
+    keyed = table.select(keys)
+    # One zero, as the de-duplication compares (-0.0 and 0.0 are one value; NaN groups with NaN).
+    keyed = pa.table(
+        [pc.add(c, 0.0) if pa.types.is_floating(c.type) else c for c in keyed.columns], names=keyed.column_names
+    ).append_column("__row", int64_array(np.arange(table.num_rows)))
+    first = keyed.group_by(keys, use_threads=False).aggregate([("__row", "min")]).column("__row_min")
+    mask = np.ones(table.num_rows, dtype=bool)
+    mask[first.to_numpy()] = False
+    if int(mask.sum()) != expected:
+        raise CorruptDataError(
+            f"de-duplication dropped {expected} rows but {int(mask.sum())} repeat their unique_by key; "
+            "nothing was committed"
+        )
+    return table.filter(bool_array(mask))
 
 
 def _release() -> None:

@@ -29,10 +29,11 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 
-from ..core.actions import Action, CommitInfo, add_of, now_ms
+from ..core.actions import Action, Cdc, CommitInfo, add_of, now_ms
 from ..core.conflicts import IsolationLevel, ReadSet
 from ..core.snapshot import LiveFile, TableSnapshot
 from ..core.storage import TableStorage
@@ -44,6 +45,7 @@ from ..errors import (
     MessageError,
     PartitionsFailedError,
 )
+from .changes import ChangeSink, as_deletes, change_data_feed_enabled
 from .message import RorderMessage
 from .plan import in_layout, partition_not_found, plan_table, resolve_unit
 from .pool import RunInterrupted, run_partitions
@@ -160,19 +162,29 @@ def rorder_single(
             report.reason = why
             return _finish(report, started)
 
-    outputs, result = _rewrite(snap, files, by, msg, progress, hooks.get("after_output"))
-    for o in outputs:
-        txn.wrote(o.key)
+    outputs, result, changes = _rewrite(snap, files, by, msg, progress, hooks.get("after_output"))
+    for key in [o.key for o in outputs] + [unquote(c.path) for c in changes]:
+        txn.wrote(key)
+    # Dropped duplicates change the table's content: the commit is a data change (README, How it works: Commit),
+    # committed as a DELETE under WriteSerializable.
+    data_change = result.duplicates_removed > 0
+    if data_change:
+        partitions = [f.add.partition_values or {} for f in files]
+        txn.escalate(
+            IsolationLevel.WRITE_SERIALIZABLE,
+            operation="DELETE",
+            might_match=lambda add: (add.partition_values or {}) in partitions,
+        )
     try:
         if "after_rewrite" in hooks:
             hooks["after_rewrite"](outputs)
         ts = now_ms()
         info = CommitInfo(
             timestamp=ts,
-            operation="OPTIMIZE",
+            operation="DELETE" if data_change else "OPTIMIZE",
             operation_parameters=_string_values(
                 {
-                    "predicate": [f"{unit} = {msg.partition_value}"] if unit else [],
+                    "predicate": _scope(unit, msg, by, data_change),
                     "rorderBy": by,
                     "sortBy": [list(p) for p in msg.options.sort_by],
                     "uniqueBy": list(msg.options.unique_by),
@@ -192,14 +204,17 @@ def rorder_single(
                     "numDuplicateRowsRemoved": result.duplicates_removed,
                     "numOutputRows": result.rows_out,
                     "numOutputRowGroups": sum(o.row_groups for o in outputs),
+                    "numDeletedRows": result.duplicates_removed,
+                    "numAddedChangeFiles": len(changes),
                 }.items()
             },
         )
         actions: list[Action] = [
             info,
             txn_action(app_id, snap.version, ts),
-            *(f.add.retire(ts, data_change=False) for f in files),
-            *(add_of(o, o.partition_values, ts, data_change=False) for o in outputs),
+            *(f.add.retire(ts, data_change=data_change) for f in files),
+            *(add_of(o, o.partition_values, ts, data_change=data_change) for o in outputs),
+            *changes,
         ]
         outcome = txn.commit(lambda _v: actions)
     except BaseException:
@@ -230,6 +245,22 @@ def rorder_single(
 def _string_values(parameters: dict[str, Any]) -> dict[str, str]:
     """``operationParameters`` as Spark writes them: JSON text for anything but strings."""
     return {k: v if isinstance(v, str) else json.dumps(v) for k, v in parameters.items()}
+
+
+def _scope(unit: str | None, msg: RorderMessage, by: str, data_change: bool) -> list[str]:
+    """The ``predicate`` of the commit: the partition rewritten; for a commit that dropped duplicates
+    (a ``DELETE``), which rows it deleted.
+
+    Example:
+        >>> m = RorderMessage.from_dict({"path": "/t", "partition_value": 3, "unique_by": ["utc_time"]})
+        >>> _scope("k_range", m, "k", True)
+        ['rows repeating (k, utc_time) within k_range = 3']
+    """
+    where = f"{unit} = {msg.partition_value}" if unit else ""
+    if not data_change:
+        return [where] if where else []
+    keys = ", ".join(dict.fromkeys([by, *msg.options.unique_by]))
+    return [f"rows repeating ({keys})" + (f" within {where}" if where else "")]
 
 
 def _as_message(message: Any) -> RorderMessage:
@@ -278,18 +309,41 @@ def _rewrite(
     msg: RorderMessage,
     progress: Callable[[str], None] | None,
     on_output: Callable[[OutputFile], None] | None = None,
-) -> tuple[list[OutputFile], RewriteResult]:
-    """Rewrite each partition directory of the unit (one, unless the table has several partition columns)."""
+) -> tuple[list[OutputFile], RewriteResult, list[Cdc]]:
+    """Rewrite each partition directory of the unit (one, unless the table has several partition columns).
+
+    Returns the outputs, the figures and, when ``unique_by`` dropped rows of a table with the change data
+    feed on, the ``cdc`` actions of the change data files holding those rows as deletions.
+    """
     groups: dict[tuple[tuple[str, Any], ...], list[LiveFile]] = {}
     for f in files:
         groups.setdefault(tuple(sorted(f.partition_values.items())), []).append(f)
     outputs: list[OutputFile] = []
+    changes: list[Cdc] = []
+    record = bool(msg.options.unique_by) and change_data_feed_enabled(snap)
     total = RewriteResult()
     try:
         for key, group in groups.items():
-            rw = PartitionRewriter(snap, group, by, msg.options, dict(key), progress=progress, on_output=on_output)
-            res = rw.run()
-            outputs.extend(res.outputs)
+            sink = _DuplicateSink(snap, group[0]) if record else None
+            rw = PartitionRewriter(
+                snap,
+                group,
+                by,
+                msg.options,
+                dict(key),
+                progress=progress,
+                on_output=on_output,
+                on_duplicates=sink.write if sink is not None else None,
+            )
+            try:
+                res = rw.run()
+                outputs.extend(res.outputs)
+                if sink is not None and (cdc := sink.action()) is not None:
+                    changes.append(cdc)
+            except BaseException:
+                if sink is not None:
+                    sink.abort()
+                raise
             for name in (
                 "rows_in",
                 "rows_out",
@@ -302,17 +356,51 @@ def _rewrite(
             total.passes = max(total.passes, res.passes)
     except BaseException:
         _delete_outputs(snap.storage, outputs)
+        _delete_changes(snap.storage, changes)
         raise
     total.outputs = outputs
-    return outputs, total
+    return outputs, total, changes
+
+
+class _DuplicateSink:
+    """The change data file of one partition directory's dropped duplicates, opened at the first one."""
+
+    def __init__(self, snap: TableSnapshot, sample: LiveFile) -> None:
+        self.snap = snap
+        self.directory = sample.key.rpartition("/")[0]
+        self.partition_values = dict(sample.add.partition_values or {})
+        self.sink: ChangeSink | None = None
+
+    def write(self, rows: pa.Table) -> None:
+        if self.sink is None:
+            self.sink = ChangeSink(
+                self.snap.storage, self.directory, self.snap.schema.file_schema, self.partition_values
+            )
+        self.sink.write(as_deletes(rows))
+
+    def action(self) -> Cdc | None:
+        return self.sink.action() if self.sink is not None else None
+
+    def abort(self) -> None:
+        if self.sink is not None:
+            self.sink.abort()
+            _delete_keys(self.snap.storage, [self.sink.key])
+
+
+def _delete_changes(storage: TableStorage, changes: list[Cdc]) -> None:
+    _delete_keys(storage, [unquote(c.path) for c in changes])
+
+
+def _delete_keys(storage: TableStorage, keys: list[str]) -> None:
+    for key in keys:
+        try:
+            storage.delete(key)
+        except Exception:
+            log.warning("could not delete orphan %s (vacuum will)", key)
 
 
 def _delete_outputs(storage: TableStorage, outputs: list[OutputFile]) -> None:
-    for o in outputs:
-        try:
-            storage.delete(o.key)
-        except Exception:
-            log.warning("could not delete orphan %s (vacuum will)", o.key)
+    _delete_keys(storage, [o.key for o in outputs])
 
 
 def _finish(report: PartitionReport, started: float) -> PartitionReport:

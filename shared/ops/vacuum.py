@@ -21,6 +21,7 @@ Example:
     >>> _ = enable_deletion_vectors(path)
     >>> _ = delete(path, "k < 10", inline_max_bytes=0)
     >>> _ = delete(path, "k < 20", inline_max_bytes=0)  # a new vector file replaces the first
+    >>> import time; time.sleep(0.005)  # retention 0 still means "removed before now", not in this millisecond
     >>> len(vacuum_deletion_vectors(path, retention_hours=0))  # dry run: what would go
     1
     >>> len(vacuum_deletion_vectors(path, retention_hours=0, dry_run=False))
@@ -31,6 +32,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -40,8 +42,8 @@ from typing import Any
 from ..core.actions import Add, Cdc, Remove, now_ms
 from ..core.dv import file_key
 from ..core.log import LOG_DIR, latest_version, log_actions
-from ..core.storage import TableStorage, log_path_to_key
-from ..errors import InvalidArgumentError, StorageError
+from ..core.storage import TableStorage
+from ..errors import InvalidArgumentError, StorageError, UnsupportedFeatureError
 from .table import load_snapshot, table_args
 
 DEFAULT_RETENTION_HOURS = 168.0
@@ -244,11 +246,16 @@ def orphans(table: Any, storage_options: Mapping[str, str] | None = None) -> lis
     for action in log_actions(storage):
         if not isinstance(action, (Add, Remove, Cdc)):
             continue
-        if "://" not in action.path:
-            referenced.add(log_path_to_key(action.path))
+        if isinstance(action.path, str):
+            with contextlib.suppress(UnsupportedFeatureError):  # a file outside the table is not ours to judge
+                referenced.add(storage.key_of(action.path))
         dv = None if isinstance(action, Cdc) else action.deletion_vector
         if dv is not None and dv.storage_type == "u":
             referenced.add(file_key(dv))
+        elif dv is not None and dv.storage_type == "p":
+            where, key = storage.resolve(str(dv.path_or_inline_dv))
+            if where is storage:
+                referenced.add(key)
     found = []
     for key, _size in storage.list(""):
         if key.startswith(LOG_DIR) or key in referenced:
