@@ -101,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partition", metavar="VALUE", help="only this partition value")
     p.add_argument("--limit", type=int, default=40, help="row groups to list (0: all)")
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--plot", metavar="FILE", help="also draw the layout to FILE (.svg, .png or .pdf; needs deltaextras[plot])"
+    )
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("demo", help="build the sensor example on local disk, rewrite it, show before/after")
@@ -176,12 +179,19 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from ..ops.plan import resolve_unit
 
     opts = _storage_options(args)
+    if args.plot:
+        from .plot import require_matplotlib
+
+        require_matplotlib(args.plot)
     snap = TableSnapshot.load(args.table, opts)
     unit, column = resolve_unit(snap, args.column)
     partition = {unit: args.partition} if (unit and args.partition is not None) else None
     physical = snap.schema.physical(column)
     table = row_group_table(args.table, physical, partition=partition, storage_options=opts)
     amp = read_amplification(args.table, physical, partition=partition, storage_options=opts)
+    picture = (
+        _plot(snap, table, args.plot, f"{args.table}: {column}, read amplification {amp:.2f}x") if args.plot else None
+    )
     if args.json:
         print(json.dumps({"read_amplification": amp, "row_groups": table.to_pylist()}, default=str, indent=2))
         return 0
@@ -196,7 +206,21 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if len(shown) < len(rows):
         print(f"... {len(rows) - len(shown)} more row groups (--limit 0 lists all)")
     print(f"{len(rows)} row groups; point-query read amplification on {column}: {amp:.2f}x")
+    if picture is not None:
+        print(f"drew {picture.row_groups} row groups of {picture.files} files to {picture.path}")
     return 0
+
+
+def _plot(snap: Any, table: Any, path: str, title: str) -> Any:
+    """Draw the row groups of ``table`` with the rows the snapshot's deletion vectors hide."""
+    from ..core.dv import read_deletion_vectors
+    from .plot import deleted_rows_per_row_group, draw_layout
+
+    drawn = set(table.column("file").to_pylist())
+    with_dv = [f for f in snap.files if f.dv and f.key in drawn]
+    vectors = read_deletion_vectors(snap.storage, [f.dv for f in with_dv])
+    deleted = deleted_rows_per_row_group(table, {f.key: v for f, v in zip(with_dv, vectors, strict=True)})
+    return draw_layout(table, deleted, path, title=title)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
