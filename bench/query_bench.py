@@ -35,6 +35,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -468,6 +469,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", default=str(HERE / ".work" / "query"))
     ap.add_argument("--json", help="write every cell to this file")
     args = ap.parse_args(argv)
+    # a terminated bench still stops its emulators, proxies and Sail (the finally blocks run)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
