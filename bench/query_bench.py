@@ -294,6 +294,8 @@ def spark_jars(arg: str | None) -> tuple[list[str], str | None]:
     jars = sorted(str(p) for p in Path(where).glob("*.jar"))
     if not jars:
         return [], f"no .jar files in {where}"
+    if not any(Path(j).name.startswith("hadoop-aws") for j in jars):
+        return [], f"no hadoop-aws jar in {where}: Spark cannot reach S3 (s3a)"
     try:
         import pyspark
 
@@ -615,7 +617,10 @@ def verdicts(
     args: argparse.Namespace,
 ) -> None:
     """The targets, for each emulator x reader on the rorder layout."""
-    print("\ntargets (rorder layout; a reader 'prunes' when its rorder point query reads < 1/3 of the chunks)")
+    print(
+        "\ntargets (rorder layout; a reader 'prunes' when its rorder point query reads < 1/3 of the chunks; "
+        "the footer counted once)"
+    )
     footer_once = sum(s.footer[1] - s.footer[0] for s in facts["rorder"].spans.values())
     for (emu, r, lay, qn), c in sorted(results.items()):
         if lay != "rorder" or qn != "point" or c.error:
@@ -632,6 +637,7 @@ def verdicts(
         fewer = raw.data_bytes / c.data_bytes if raw and not raw.error and c.data_bytes else float("nan")
         print(
             f"  {emu:<8} {r:<9} prunes={'yes' if prunes else 'NO '} "
+            f"chunks {c.chunk_bytes / own['point']:.2f}x own, footer bytes {c.footer_bytes / footer_once:.2f}x; "
             f"point {_kb(c.data_bytes)} KiB <= 1.2 x (own {_kb(own['point'])} + footer {_kb(footer_once)}) "
             f"= {_kb(limit)}: {'PASS' if a else 'FAIL'}; "
             f"raw/rorder {fewer:.1f}x"
