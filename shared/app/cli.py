@@ -122,6 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partition", metavar="VALUE", help="only this partition value")
     p.add_argument("--limit", type=int, default=40, help="row groups to list (0: all)")
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--plot", metavar="FILE", help="also draw the layout to FILE (.svg, .png or .pdf; needs deltaextras[plot])"
+    )
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("demo", help="build the sensor example on local disk, rewrite it, show before/after")
@@ -201,6 +204,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from ..ops.plan import partition_not_found, resolve_unit
 
     opts = _storage_options(args)
+    if args.plot:
+        from .plot import require_matplotlib
+
+        require_matplotlib(args.plot)
     snap = TableSnapshot.load(args.table, opts, for_writing=False)  # reading footers needs no feature support
     unit, column = resolve_unit(snap, args.column)
     partition = {unit: args.partition} if (unit and args.partition is not None) else None
@@ -220,6 +227,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         meaning = f"{column} holds no non-null value in these files: no point query to measure"
     else:
         meaning = f"rows read by a point query on {column} (row groups pruned by min/max) per row holding the value"
+    amp_text = "none" if figure is None else f"{figure:.2f}x"
+    picture = (
+        _plot(snap, table, args.plot, f"{args.table}: {column}, read amplification {amp_text}") if args.plot else None
+    )
     if args.json:
         groups = [{k: _finite(v) for k, v in r.items()} for r in table.to_pylist()]
         out = {"column": column, "read_amplification": figure, "meaning": meaning, "row_groups": groups}
@@ -239,6 +250,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     print(f"{len(rows)} row groups; point-query read amplification on {column}: {result}")
     if figure is None or partition_column(snap, column) is not None:
         print(f"({meaning})")
+    if picture is not None:
+        print(f"drew {picture.row_groups} row groups of {picture.files} files to {picture.path}")
     return 0
 
 
@@ -252,6 +265,18 @@ def _finite(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     return value
+
+
+def _plot(snap: Any, table: Any, path: str, title: str) -> Any:
+    """Draw the row groups of ``table`` with the rows the snapshot's deletion vectors hide."""
+    from ..core.dv import read_deletion_vectors
+    from .plot import deleted_rows_per_row_group, draw_layout
+
+    drawn = set(table.column("file").to_pylist())
+    with_dv = [f for f in snap.files if f.dv and f.key in drawn]
+    vectors = read_deletion_vectors(snap.storage, [f.dv for f in with_dv])
+    deleted = deleted_rows_per_row_group(table, {f.key: v for f, v in zip(with_dv, vectors, strict=True)})
+    return draw_layout(table, deleted, path, title=title)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
