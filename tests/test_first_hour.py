@@ -166,6 +166,8 @@ def test_read_only_table_is_access_denied_once(open_dir: Path) -> None:
     os.chmod(table, 0o555)
     prefix: list[str] = []
     if os.geteuid() == 0:  # root writes anywhere: run as nobody
+        if shutil.which("setpriv") is None:
+            pytest.fail("running as root: this test needs setpriv (util-linux) to run the CLI as nobody")
         prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     done = _run(["run", table, "--workers", "1"], cwd=open_dir, env={"HOME": str(open_dir)}, prefix=prefix)
     assert done.returncode == 1, done.stdout + done.stderr
