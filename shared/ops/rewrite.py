@@ -493,26 +493,90 @@ class PartitionRewriter:
         return list(itertools.accumulate(counts.field("counts").take(order).to_pylist()))
 
     def _deduplicate(self, table: pa.Table) -> pa.Table:
-        keyed = table.select(self.unique_keys).append_column("__row", int64_array(np.arange(table.num_rows)))
-        groups = keyed.group_by(self.unique_keys, use_threads=False).aggregate([("__row", "min"), ("__row", "count")])
-        dup = groups.filter(pc.greater(groups.column("__row_count"), 1))
-        if not dup.num_rows:
+        """Drop rows that repeat an earlier row on every column; raise when rows share the key but differ.
+
+        Values compare as Spark's ``dropDuplicates`` groups them: NaN equals NaN (whatever its payload),
+        -0.0 equals 0.0, null equals null. Vectorized: one hash grouping on the key; only when a key
+        repeats, the rows of repeated keys are compared column by column with the first row of their key.
+        """
+        keys = self.unique_keys
+        n = table.num_rows
+        keyed = pa.table({**{k: _canonical_floats(table.column(k)) for k in keys}, "__row": _row_numbers(n)})
+        groups = keyed.group_by(keys, use_threads=False).aggregate([("__row", "count")])
+        if groups.num_rows == n:
             return table
-        # Rows sharing the key must be identical in every column; then keep the first of each.
-        listed = keyed.group_by(self.unique_keys, use_threads=False).aggregate([("__row", "list")])
-        multi = listed.filter(pc.greater(pc.list_value_length(listed.column("__row_list")), 1))
-        for row_ids in multi.column("__row_list").to_pylist():
-            rows = table.take(int64_array(np.array(row_ids))).to_pylist()
-            if any(r != rows[0] for r in rows[1:]):
-                key = {k: rows[0][k] for k in self.unique_keys}
+        del groups
+        listed = keyed.group_by(keys, use_threads=False).aggregate([("__row", "min"), ("__row", "list")])
+        del keyed
+        lists = listed.column("__row_list").combine_chunks()
+        firsts = listed.column("__row_min").combine_chunks()
+        del listed
+        repeated = pc.greater(pc.list_value_length(lists), 1)
+        lists, owners = lists.filter(repeated), firsts.filter(repeated)
+        members = pc.list_flatten(lists)
+        owners = owners.take(pc.list_parent_indices(lists))
+        del lists
+        later = pc.not_equal(members, owners)
+        members, owners = members.filter(later), owners.filter(later)
+        for name in table.column_names:
+            column = table.column(name)
+            same = _same_values(column.take(members), column.take(owners))
+            if not pc.all(same).as_py():
+                row = owners[pc.index(same, False).as_py()]
+                key = {k: table.column(k)[row.as_py()].as_py() for k in keys}
                 raise DuplicateKeyError(
-                    f"rows share unique_by key {key} but differ in other columns; nothing was committed. "
+                    f"rows share unique_by key {key} but differ in column {name!r}; nothing was committed. "
                     "Fix the duplicates or widen unique_by"
                 )
-        keep = pc.sort_indices(groups.column("__row_min"))
-        keep_rows = groups.column("__row_min").take(keep)
-        self.result.duplicates_removed += table.num_rows - len(keep_rows)
+        del members, owners
+        keep_rows = pc.sort_indices(firsts)
+        keep_rows = firsts.take(keep_rows)
+        self.result.duplicates_removed += n - len(keep_rows)
         return table.take(keep_rows)
+
+
+_CANONICAL_NAN = float("nan")
+_NAN_KEY = object()
+
+
+def _row_numbers(n: int) -> pa.Array:
+    return int64_array(np.arange(n, dtype=np.int64))
+
+
+def _canonical_floats(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Floats with one NaN and one zero (as Spark normalizes grouping keys); other types unchanged."""
+    if not pa.types.is_floating(column.type):
+        return column
+    try:
+        zeroed = pc.add(column, pa.scalar(0, column.type))  # -0.0 + 0.0 is +0.0
+        return pc.if_else(pc.is_nan(column), pa.scalar(_CANONICAL_NAN, column.type), zeroed)
+    except pa.ArrowNotImplementedError:  # half floats: left as they are
+        return column
+
+
+def _same_values(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Element-wise: equal values, both null, or (floats) both NaN — never null."""
+    try:
+        same = pc.equal(a, b)
+    except pa.ArrowNotImplementedError:  # nested types: compare their Python values, NaN as one value
+        return pa.chunked_array(
+            [pa.array([_nan_free(x) == _nan_free(y) for x, y in zip(a.to_pylist(), b.to_pylist(), strict=True)])]
+        )
+    same = pc.or_kleene(same, pc.and_(pc.is_null(a), pc.is_null(b)))
+    if pa.types.is_floating(a.type):
+        same = pc.or_kleene(same, pc.and_(pc.is_nan(a), pc.is_nan(b)))
+    return pc.fill_null(same, False)
+
+
+def _nan_free(value: Any) -> Any:
+    """A Python value with every float NaN replaced by one marker, so that equal rows compare equal."""
+    if isinstance(value, float) and value != value:
+        return _NAN_KEY
+    if isinstance(value, dict):
+        return {k: _nan_free(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_nan_free(v) for v in value]
+    return value
 
 
 def _release() -> None:
