@@ -1,8 +1,10 @@
 """The streaming rewrite of one partition: read the live rows of its files (deletion vectors applied),
 and write files where each value of ``by`` fills its own row group(s), values ascending.
 
-Memory is bounded by ``memory_budget`` (Arrow bytes held at once) plus one input batch, unless a
-single value alone is larger. When the partition fits, it is read in one pass. Otherwise the value
+Memory is bounded by ``memory_budget`` (Arrow bytes held at once, estimated as decoding will produce
+them) plus the readers' and writers' buffers, unless a single value alone is larger: a pass's rows
+plus one reordered copy of its widest column fit 1.25 budgets. When the partition fits, it is read in
+one pass. Otherwise the value
 domain is cut into passes that each fit: row groups whose statistics fall inside one pass are read in
 that pass; row groups that span several passes (random order) are decoded once and spilled, split by
 pass, to local Arrow IPC files. Every pass's rows are de-duplicated, sorted and written in order,
@@ -56,6 +58,8 @@ log = logging.getLogger(__name__)
 
 ROW_GROUP_MAX_BYTES = 128 * 1024 * 1024
 SPILL_BATCH_ROWS = 65_536
+SAMPLE_ROWS = 4_096  # rows decoded per input file to measure variable-width columns
+PASS_HEADROOM = 1.25  # a pass's rows plus one reordered column fit this many budgets (see _pass_capacity)
 RELEASE_EVERY = 16 * 1024 * 1024
 READ_THREADS = 2
 _HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -165,12 +169,16 @@ class PartitionRewriter:
         self.indexed_columns = int(cfg.get("delta.dataSkippingNumIndexedCols", DEFAULT_INDEXED_COLUMNS))
         self._row_bits = sum(_fixed_bits(f.type) for f in self.target)
         self._variable_columns = {f.name for f in self.target if not _fixed_bits(f.type)}
+        # Estimated Arrow bytes of each column over all inputs: the pass planner sizes passes so the
+        # rows plus one reordered copy of the widest column fit the budget.
+        self._column_bytes = dict.fromkeys(self.target.names, 0)
         self.result = RewriteResult()
         self._parquet: list[pq.ParquetFile] = []
         self._masks: list[np.ndarray | None] = []
         self._row_groups: list[_RowGroup] = []
         self._spill_dir: str | None = None
         self._writer: _OutputWriter | None = None
+        self._capacity = options.memory_budget
 
     # ------------------------------------------------------------------ driver
     def run(self) -> RewriteResult:
@@ -234,6 +242,7 @@ class PartitionRewriter:
             self._masks.append(mask)
             leaf = _leaf_index(pf, self.by)
             trusted = _comparable_stats(pf, self.by, self.by_type)
+            widths = self._decoded_widths(pf)
             offset = 0
             for i in range(md.num_row_groups):
                 rg = md.row_group(i)
@@ -250,7 +259,8 @@ class PartitionRewriter:
                                 lo = hi = None
                 elif leaf is None and rg.num_rows:
                     nulls = rg.num_rows  # column absent from this file: every row is null
-                self._row_groups.append(_RowGroup(fi, i, offset, rg.num_rows, self._estimate(pf, rg), lo, hi, nulls))
+                est = self._estimate(rg, widths)
+                self._row_groups.append(_RowGroup(fi, i, offset, rg.num_rows, est, lo, hi, nulls))
                 offset += rg.num_rows
 
     def _stat_value(self, value: Any) -> Any:
@@ -273,20 +283,57 @@ class PartitionRewriter:
             return None
         return value
 
-    def _estimate(self, pf: pq.ParquetFile, rg: Any) -> int:
-        """Arrow bytes of a row group, once decoded (fixed widths exactly, variable ones from Parquet)."""
+    def _decoded_widths(self, pf: pq.ParquetFile) -> dict[str, float]:
+        """Arrow bytes per row of each variable-width column of a file, measured on a decoded sample.
+
+        Parquet's sizes say little about decoded text: a dictionary-encoded column of one repeated
+        200-character string is a few bytes a row in the file and 204 in Arrow.
+        """
+        names = [n for n in self.target.names if n in self._variable_columns and n in pf.schema_arrow.names]
+        md = pf.metadata
+        if not names or not md.num_row_groups or not md.row_group(0).num_rows:
+            return {}
+        rows = min(SAMPLE_ROWS, md.row_group(0).num_rows)
+        batch = next(pf.iter_batches(batch_size=rows, row_groups=[0], columns=names, use_threads=False))
+        widths = {}
+        for name in names:
+            column = batch.column(batch.schema.get_field_index(name))
+            if pa.types.is_dictionary(column.type):
+                column = column.dictionary_decode()
+            widths[name] = column.nbytes / max(1, len(column))
+        return widths
+
+    def _estimate(self, rg: Any, widths: dict[str, float]) -> int:
+        """Arrow bytes of a row group once decoded: fixed widths exactly; variable ones as the larger of
+        the file's decoded sample and Parquet's uncompressed size x 1.5."""
+        for f in self.target:
+            bits = _fixed_bits(f.type)
+            if bits:
+                self._column_bytes[f.name] += bits * rg.num_rows // 8
         total = self._row_bits * rg.num_rows // 8
         for j in range(rg.num_columns):
             col = rg.column(j)
             name = col.path_in_schema.split(".")[0]
             if name in self._variable_columns:
-                total += int(col.total_uncompressed_size * 1.5) + 8 * rg.num_rows
+                parquet = int(col.total_uncompressed_size * 1.5) + 8 * rg.num_rows
+                size = max(parquet, int(widths.get(name, 0.0) * rg.num_rows))
+                self._column_bytes[name] += size
+                total += size
         return total
+
+    def _pass_capacity(self, total: int) -> int:
+        """Estimated row bytes one pass may hold: sorting a pass reorders one column at a time, so the
+        rows plus a copy of the widest column must fit ``memory_budget`` with a quarter to spare for
+        the readers' and writers' buffers."""
+        widest = max(self._column_bytes.values(), default=0) / max(1, total)
+        return int(self.options.memory_budget * PASS_HEADROOM / (1.0 + widest))
 
     # ------------------------------------------------------------------ passes
     def _plan_passes(self) -> list[_Pass]:
         total = sum(rg.est_bytes for rg in self._row_groups)
-        if total <= self.options.memory_budget:
+        capacity = min(self.options.memory_budget, self._pass_capacity(total))
+        self._capacity = capacity
+        if total <= capacity:
             for rg in self._row_groups:
                 rg.passes = [0]
             return [_Pass(everything=True)]
@@ -310,7 +357,7 @@ class PartitionRewriter:
         acc = 0.0
         for i, value in enumerate(ordered):
             size = counts[value] * per_row
-            if spans and acc + size <= self.options.memory_budget:
+            if spans and acc + size <= capacity:
                 spans[-1][1] = i
                 acc += size
             else:
@@ -348,7 +395,7 @@ class PartitionRewriter:
         paths: dict[int, str] = {}
         try:
             for rg in wide:
-                for table in self._iter_row_group(rg, SPILL_BATCH_ROWS):
+                for table in self._iter_row_group(rg, self._spill_batch_rows(rg)):
                     by_col = table.column(self.by)
                     for k in rg.passes:
                         part = table.filter(_pass_mask(by_col, passes[k]))
@@ -368,6 +415,11 @@ class PartitionRewriter:
         self.result.spilled_bytes = sum(os.path.getsize(p) for p in paths.values())
         self.progress(f"spilled {len(wide)} wide row groups ({self.result.spilled_bytes / 2**20:.1f} MiB)")
         return paths
+
+    def _spill_batch_rows(self, rg: _RowGroup) -> int:
+        """Rows per decoded batch while spilling: an eighth of a pass, at most SPILL_BATCH_ROWS."""
+        per_row = max(1.0, rg.est_bytes / max(1, rg.rows))
+        return max(256, min(SPILL_BATCH_ROWS, int(self._capacity / 8 / per_row)))
 
     def _iter_row_group(self, rg: _RowGroup, batch_rows: int) -> Iterator[pa.Table]:
         pf = self._parquet[rg.file]
@@ -461,7 +513,11 @@ class PartitionRewriter:
         del table
         _release()
         for i in range(len(columns)):
-            columns[i] = columns[i].take(order).combine_chunks()
+            # Arrow's take on a chunked column concatenates the chunks first; doing it here lets the
+            # chunks go before the reordered copy is made (two copies of a column at most, not three).
+            columns[i] = columns[i].combine_chunks()
+            _release()
+            columns[i] = columns[i].take(order)
             _release()  # the old column's many small buffers are free now: give their pages back
         del order
         table = pa.Table.from_arrays(columns, schema=schema)
