@@ -3,7 +3,7 @@
 Each contender imports only what it uses, so the parent's wall time and peak RSS cover the imports
 too. Usage::
 
-    python _run_contender.py copy FILE_LIST_JSON OUTPUT_PARQUET
+    python _run_contender.py copy FILE_LIST_JSON OUTPUT_PARQUET READER CODEC
     python _run_contender.py zorder TABLE_DIR COLUMN
     python _run_contender.py ours TABLE_DIR SORT_BY
 """
@@ -14,15 +14,25 @@ import json
 import sys
 
 
-def copy(file_list: str, output: str) -> None:
-    """The I/O floor: read every file of the partition with pyarrow, write one file with its defaults."""
-    import pyarrow.dataset as ds
+def copy(file_list: str, output: str, reader: str = "dataset", codec: str = "snappy") -> None:
+    """A plain copy: read every file of the partition with pyarrow, write one file.
+
+    ``reader`` is ``concat`` (``pq.read_table`` per file, then ``pa.concat_tables``) or ``dataset``
+    (``pyarrow.dataset``); ``codec`` is the write's compression (pyarrow's other defaults).
+    """
     import pyarrow.parquet as pq
 
     with open(file_list) as handle:
         paths = json.load(handle)
-    table = ds.dataset(paths, format="parquet").to_table()
-    pq.write_table(table, output)
+    if reader == "concat":
+        import pyarrow as pa
+
+        table = pa.concat_tables([pq.read_table(p) for p in paths])
+    else:
+        import pyarrow.dataset as ds
+
+        table = ds.dataset(paths, format="parquet").to_table()
+    pq.write_table(table, output, compression=codec)
 
 
 def zorder(table_dir: str, column: str) -> None:

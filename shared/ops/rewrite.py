@@ -92,6 +92,8 @@ class RewriteResult:
     passes: int = 0
     spilled_bytes: int = 0
     values: int = 0
+    # Wall seconds per phase (open, plan, spill, read, dedup, sort, take, order, encode, stats, finish).
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -184,19 +186,25 @@ class PartitionRewriter:
     def run(self) -> RewriteResult:
         """Rewrite; on any failure delete the files written so far and re-raise."""
         try:
-            self._open_inputs()
-            passes = self._plan_passes()
+            with _timed(self.result, "open"):
+                self._open_inputs()
+            with _timed(self.result, "plan"):
+                passes = self._plan_passes()
             self.result.passes = len(passes)
-            spills = self._spill(passes) if len(passes) > 1 else {}
+            with _timed(self.result, "spill"):
+                spills = self._spill(passes) if len(passes) > 1 else {}
             for k, p in enumerate(passes):
                 started = time.monotonic()
+                with _timed(self.result, "read"):
+                    table = self._gather(k, p, spills.get(k))
                 # The pass's rows are handed over, not kept here: _write_pass frees them column by column.
-                rows = self._write_pass(self._gather(k, p, spills.get(k)))
+                rows = self._write_pass(table)
                 _release()
                 self.progress(
                     f"pass {k + 1}/{len(passes)} ({p.label()}): {rows} rows in {time.monotonic() - started:.2f}s"
                 )
-            outputs = self._writer.close() if self._writer else []
+            with _timed(self.result, "finish"):
+                outputs = self._writer.close() if self._writer else []
             self.result.outputs = outputs
             self.result.rows_out = sum(o.rows for o in outputs)
             expected = self.result.rows_in  # live rows read, deletion vectors applied
@@ -502,24 +510,28 @@ class PartitionRewriter:
         if not table.num_rows:
             return 0
         if self.options.unique_by:
-            table = self._deduplicate(table)
+            with _timed(self.result, "dedup"):
+                table = self._deduplicate(table)
         rows = table.num_rows
-        by_col = table.column(self.by).combine_chunks()  # sorting one array is ~50x faster than chunks
-        run_ends = self._run_ends(by_col)
-        order = pc.array_sort_indices(by_col, null_placement="at_end").cast(pa.int32() if rows < 2**31 else pa.int64())
-        del by_col
+        with _timed(self.result, "sort"):
+            by_col = table.column(self.by).combine_chunks()  # sorting one array is ~50x faster than chunks
+            run_ends = self._run_ends(by_col)
+            order = pc.array_sort_indices(by_col, null_placement="at_end")
+            order = order.cast(pa.int32() if rows < 2**31 else pa.int64())
+            del by_col
         columns = list(table.columns)
         schema = table.schema
         del table
         _release()
-        for i in range(len(columns)):
-            # Arrow's take on a chunked column concatenates the chunks first; doing it here lets the
-            # chunks go before the reordered copy is made (two copies of a column at most, not three).
-            columns[i] = columns[i].combine_chunks()
-            _release()
-            columns[i] = columns[i].take(order)
-            _release()  # the old column's many small buffers are free now: give their pages back
-        del order
+        with _timed(self.result, "take"):
+            for i in range(len(columns)):
+                # Arrow's take on a chunked column concatenates the chunks first; doing it here lets the
+                # chunks go before the reordered copy is made (two copies of a column at most, not three).
+                columns[i] = columns[i].combine_chunks()
+                _release()
+                columns[i] = columns[i].take(order)
+                _release()  # the old column's many small buffers are free now: give their pages back
+            del order
         table = pa.Table.from_arrays(columns, schema=schema)
         del columns
         if self._writer is None:
@@ -537,7 +549,8 @@ class PartitionRewriter:
         for end in run_ends:
             run = table.slice(start, end - start)
             if inner and run.num_rows > 1:
-                run = run.take(pc.sort_indices(run.select(names), sort_keys=inner))
+                with _timed(self.result, "order"):
+                    run = run.take(pc.sort_indices(run.select(names), sort_keys=inner))
             yield run
             start = end
 
@@ -633,6 +646,16 @@ def _nan_free(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_nan_free(v) for v in value]
     return value
+
+
+@contextlib.contextmanager
+def _timed(result: RewriteResult, phase: str) -> Iterator[None]:
+    """Add the wall time of a block to ``result.seconds[phase]``."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        result.seconds[phase] = result.seconds.get(phase, 0.0) + time.perf_counter() - started
 
 
 def _release() -> None:
@@ -752,10 +775,12 @@ class _OutputWriter:
         assert self._writer is not None and self._stats is not None
         per_row = max(1, table.nbytes // max(1, table.num_rows))
         cap = max(1, ROW_GROUP_MAX_BYTES // per_row)
-        self._writer.write_table(table, row_group_size=min(cap, max(1, table.num_rows)))
+        with _timed(self.rw.result, "encode"):
+            self._writer.write_table(table, row_group_size=min(cap, max(1, table.num_rows)))
         self._groups += -(-table.num_rows // cap)
         self._rows += table.num_rows
-        self._stats.update(table)
+        with _timed(self.rw.result, "stats"):
+            self._stats.update(table)
         if self._sink.tell() >= self.rw.options.target_file_size:
             self._finish()
 
