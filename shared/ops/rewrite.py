@@ -62,6 +62,7 @@ SAMPLE_ROWS = 4_096  # rows decoded per input file to measure variable-width col
 PASS_HEADROOM = 1.25  # a pass's rows plus one reordered column fit this many budgets (see _pass_capacity)
 RELEASE_EVERY = 16 * 1024 * 1024
 READ_THREADS = 2
+SORT_THREADS = 2
 _HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 _HIVE_SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
@@ -195,10 +196,8 @@ class PartitionRewriter:
                 spills = self._spill(passes) if len(passes) > 1 else {}
             for k, p in enumerate(passes):
                 started = time.monotonic()
-                with _timed(self.result, "read"):
-                    table = self._gather(k, p, spills.get(k))
                 # The pass's rows are handed over, not kept here: _write_pass frees them column by column.
-                rows = self._write_pass(table)
+                rows = self._write_pass(self._gather(k, p, spills.get(k)))
                 _release()
                 self.progress(
                     f"pass {k + 1}/{len(passes)} ({p.label()}): {rows} rows in {time.monotonic() - started:.2f}s"
@@ -443,6 +442,10 @@ class PartitionRewriter:
             yield table
 
     def _gather(self, k: int, p: _Pass, spill: str | None) -> pa.Table:
+        with _timed(self.result, "read"):
+            return self._read_pass(k, spill)
+
+    def _read_pass(self, k: int, spill: str | None) -> pa.Table:
         pieces: list[pa.Table] = []
         by_file: dict[int, list[_RowGroup]] = {}
         for rg in self._row_groups:
@@ -503,9 +506,11 @@ class PartitionRewriter:
     def _write_pass(self, table: pa.Table) -> int:
         """Sort one pass's rows and write them value by value; returns the rows written.
 
-        Rows are first put in ``by`` order (cheap: few distinct values), column by column so that at
-        most one column exists twice at any moment; then each value's rows are sorted by ``sort_by``
-        on their own while they are written, so no second full copy of the pass is ever made.
+        The rows are never reordered as a whole: their columns are made contiguous (one column at a
+        time, so at most one column exists twice), the permutation that puts them in ``by`` then
+        ``sort_by`` order is computed on indices (each value's inner sort on its own, two at a time),
+        and each value's rows are gathered while the previous value's are being encoded — so a
+        pass holds its rows once plus two values' rows in flight.
         """
         if not table.num_rows:
             return 0
@@ -513,46 +518,67 @@ class PartitionRewriter:
             with _timed(self.result, "dedup"):
                 table = self._deduplicate(table)
         rows = table.num_rows
-        with _timed(self.result, "sort"):
-            by_col = table.column(self.by).combine_chunks()  # sorting one array is ~50x faster than chunks
-            run_ends = self._run_ends(by_col)
-            order = pc.array_sort_indices(by_col, null_placement="at_end")
-            order = order.cast(pa.int32() if rows < 2**31 else pa.int64())
-            del by_col
-        columns = list(table.columns)
-        schema = table.schema
-        del table
-        _release()
-        with _timed(self.result, "take"):
+        with _timed(self.result, "combine"):
+            columns = list(table.columns)
+            schema = table.schema
+            del table
             for i in range(len(columns)):
-                # Arrow's take on a chunked column concatenates the chunks first; doing it here lets the
-                # chunks go before the reordered copy is made (two copies of a column at most, not three).
-                columns[i] = columns[i].combine_chunks()
+                columns[i] = columns[i].combine_chunks()  # take on chunks would concatenate them per call
                 _release()
-                columns[i] = columns[i].take(order)
-                _release()  # the old column's many small buffers are free now: give their pages back
-            del order
-        table = pa.Table.from_arrays(columns, schema=schema)
-        del columns
+            table = pa.Table.from_arrays(columns, schema=schema)
+            del columns
+        with _timed(self.result, "sort"):
+            perm, run_ends = self._permutation(table)
         if self._writer is None:
             self._writer = _OutputWriter(self, writer_properties(self.target, table, self.by))
-        for run in self._sorted_runs(table, run_ends):
-            self._writer.write_value(run)
-            self.result.values += 1
+        writer = self._writer
+        bounds = list(zip([0, *run_ends[:-1]], run_ends, strict=True))
+        indices = _index_array(perm)
+        del perm
+
+        def gather(k: int) -> pa.Table:
+            start, end = bounds[k]
+            with _timed(self.result, "take"):
+                return table.take(indices.slice(start, end - start))
+
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending = pool.submit(gather, 0)
+            for k in range(len(bounds)):
+                run = pending.result()
+                if k + 1 < len(bounds):
+                    pending = pool.submit(gather, k + 1)  # gathered while this value is encoded
+                writer.write_value(run)
+                del run
+                self.result.values += 1
         return rows
 
-    def _sorted_runs(self, table: pa.Table, run_ends: list[int]) -> Iterator[pa.Table]:
-        """Each value's rows, in ``sort_by`` order."""
+    def _permutation(self, table: pa.Table) -> tuple[np.ndarray, list[int]]:
+        """Row indices in ``by`` order then ``sort_by`` order within each value, and where each value ends."""
+        by_col = table.column(self.by).chunk(0)
+        run_ends = self._run_ends(by_col)
+        order = _indices(pc.array_sort_indices(by_col, null_placement="at_end"))
+        del by_col
         inner = self.sort_keys[1:]
-        names = [k for k, _, _ in inner]
-        start = 0
-        for end in run_ends:
-            run = table.slice(start, end - start)
-            if inner and run.num_rows > 1:
-                with _timed(self.result, "order"):
-                    run = run.take(pc.sort_indices(run.select(names), sort_keys=inner))
-            yield run
-            start = end
+        if not inner:
+            return order, run_ends
+        keys = table.select([name for name, _, _ in inner])
+        perm = np.empty_like(order)
+
+        def sort_run(bounds: tuple[int, int]) -> None:
+            start, end = bounds
+            if end - start < 2:
+                perm[start:end] = order[start:end]
+                return
+            part = keys.take(_index_array(order[start:end]))
+            if len(inner) == 1:
+                idx = pc.array_sort_indices(part.column(0), order=inner[0][1], null_placement="at_end")
+            else:
+                idx = pc.sort_indices(part, sort_keys=[(n, o) for n, o, _ in inner], null_placement="at_end")
+            perm[start:end] = order[start + _indices(idx)]
+
+        with ThreadPoolExecutor(max_workers=SORT_THREADS) as pool:
+            list(pool.map(sort_run, zip([0, *run_ends[:-1]], run_ends, strict=True)))
+        return perm, run_ends
 
     @staticmethod
     def _run_ends(by_col: pa.Array) -> list[int]:
@@ -606,6 +632,23 @@ class PartitionRewriter:
 
 _CANONICAL_NAN = float("nan")
 _NAN_KEY = object()
+
+
+def _indices(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A non-null integer index array (``sort_indices`` gives uint64) as NumPy int32, or int64 when
+    the indices need it."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    width = array.type.bit_width // 8
+    data = np.frombuffer(array.buffers()[1], dtype=f"<u{width}")[array.offset : array.offset + len(array)]
+    return data.astype(np.int32 if len(array) < 2**31 else np.int64)
+
+
+def _index_array(values: np.ndarray) -> pa.Array:
+    """NumPy int32 or int64 indices as an Arrow array (no copy when contiguous)."""
+    data = np.ascontiguousarray(values)
+    kind = pa.int32() if data.dtype == np.int32 else pa.int64()
+    return pa.Array.from_buffers(kind, len(data), [None, pa.py_buffer(data)])
 
 
 def _row_numbers(n: int) -> pa.Array:
