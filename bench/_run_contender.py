@@ -5,7 +5,8 @@ too. Usage::
 
     python _run_contender.py copy FILE_LIST_JSON OUTPUT_PARQUET READER CODEC
     python _run_contender.py zorder TABLE_DIR COLUMN
-    python _run_contender.py ours TABLE_DIR SORT_BY
+    python _run_contender.py ours TABLE_DIR SORT_BY [UNIQUE_BY]
+    python _run_contender.py ours-budget TABLE_DIR SORT_BY MEMORY_BUDGET_BYTES   # prints Arrow's peak
 """
 
 from __future__ import annotations
@@ -42,14 +43,24 @@ def zorder(table_dir: str, column: str) -> None:
     DeltaTable(table_dir).optimize.z_order([column])
 
 
-def ours(table_dir: str, sort_by: str) -> None:
+def ours(table_dir: str, sort_by: str, unique_by: str | None = None) -> None:
     """deltaextras ``rorder`` with one worker (the workload has one partition)."""
     from deltaextras import rorder
 
-    rorder(table_dir, sort_by=sort_by, max_workers=1)
+    rorder(table_dir, sort_by=sort_by, unique_by=unique_by, max_workers=1)
 
 
-CONTENDERS = {"copy": copy, "zorder": zorder, "ours": ours}
+def ours_budget(table_dir: str, sort_by: str, budget: str) -> None:
+    """``rorder`` with a memory budget; prints the peak bytes Arrow's memory pool held, as JSON."""
+    import pyarrow as pa
+
+    from deltaextras import rorder
+
+    report = rorder(table_dir, sort_by=sort_by, memory_budget=int(budget), max_workers=1)
+    print(json.dumps({"arrow_peak_bytes": pa.default_memory_pool().max_memory(), "status": report[0].status}))
+
+
+CONTENDERS = {"copy": copy, "zorder": zorder, "ours": ours, "ours-budget": ours_budget}
 
 
 def main(argv: list[str]) -> int:

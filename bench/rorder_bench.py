@@ -50,6 +50,9 @@ RSS_X_COPY_MAX = 1.0
 RSS_X_SCALE1_MAX = 1.2
 READ_AMP_MAX = 1.05
 OUTPUT_X_ZORDER_MAX = 0.75
+ARROW_X_BUDGET_MAX = 1.5  # text cases: Arrow's peak allocation against memory_budget
+DUPLICATE_SHARE = 0.10
+TEXT_BUDGET_MB = 16
 
 
 @dataclass
@@ -192,6 +195,7 @@ def run_one(
     *,
     variant: str | None = None,
     extra: list[str] | None = None,
+    expected_ours: _measure.Digest | None = None,
 ) -> RunRecord:
     """Copy the source table afresh, run one contender as a whole process, then measure its output."""
     run_dir = ctx.workdir / "runs" / contender
@@ -234,7 +238,8 @@ def run_one(
         record.error = f"exit {proc.returncode}: {_last_line(proc.stderr_tail)}"
     else:
         try:
-            _measure_output(record, contender, table, out_file, expected)
+            want = expected_ours if contender == "ours" and expected_ours is not None else expected
+            _measure_output(record, contender, table, out_file, want)
         except Exception as exc:  # a broken output is a result, not a crash of the bench
             record.ok = False
             record.error = f"output check failed: {type(exc).__name__}: {str(exc)[:300]}"
@@ -477,6 +482,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--keep-runs", action="store_true", help="keep each run's output table (last round only)")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds before a run is killed")
     p.add_argument("--json", type=Path, help="write every figure to this JSON file")
+    p.add_argument("--no-cases", action="store_true", help="skip the duplicates and text/binary cases (scale 1)")
+    p.add_argument("--case-repeat", type=int, default=3, help="paired rounds of the duplicates case (default 3)")
     return p.parse_args(argv)
 
 
@@ -489,6 +496,78 @@ def _versions() -> dict[str, str]:
         "deltalake": deltalake.__version__,
         "pyarrow": pyarrow.__version__,
     }
+
+
+def run_duplicates_case(
+    base: _workload.Workload, unique: _measure.Digest, ctx: Context, args: argparse.Namespace
+) -> dict[str, Any]:
+    """The scale-1 partition with 10 % of its rows appended again: the copy floor against ``rorder``
+    with ``unique_by`` (which must drop exactly the re-appended rows)."""
+    workload = _workload.with_duplicates(base, DUPLICATE_SHARE)
+    source = _workload.build(workload, args.workdir / "tables", rebuild=args.rebuild)
+    expected = _measure.delta_digest(source, _workload.DATA_COLUMNS)
+    repeat = args.case_repeat
+    print(
+        f"\n== {workload.name}: {workload.rows:,} rows ({workload.duplicates:,} appended twice); "
+        f"ours with unique_by={SORT_BY}; {repeat} round(s)",
+        flush=True,
+    )
+    records: list[RunRecord] = []
+    for rnd in range(repeat):
+        for contender in ("copy", "ours") if rnd % 2 == 0 else ("ours", "copy"):
+            if contender == "copy":
+                recs = run_copies(source, expected, ctx, rnd, 0)
+            else:
+                recs = [run_one("ours", source, expected, ctx, rnd, 1, extra=[SORT_BY], expected_ours=unique)]
+            for rec in recs:
+                records.append(rec)
+                _print_run(workload.name, rnd, repeat, rec)
+    summary = summarize(records, _with_variants(["copy", "ours"]), {})
+    print_table(f"{workload.name}: medians of {repeat} paired round(s); ours content = the unique rows", summary)
+    return {
+        "workload": {**asdict(workload), "rows": workload.rows},
+        "runs": [asdict(r) for r in records],
+        "summary": summary,
+    }
+
+
+def run_text_cases(ctx: Context, args: argparse.Namespace) -> dict[str, Any]:
+    """String- and binary-heavy partitions (one repeated 200-byte value, dictionary-encoded in
+    Parquet) rewritten under a small ``memory_budget``: Arrow's peak allocation against the budget."""
+    budget = TEXT_BUDGET_MB * MB
+    print(f"\n== text and binary columns: memory_budget {TEXT_BUDGET_MB} MiB, Arrow pool peak", flush=True)
+    out: dict[str, Any] = {}
+    for kind in ("string", "binary"):
+        source = _workload.build_text(kind, args.workdir / "tables", rebuild=args.rebuild)
+        run_dir = ctx.workdir / "runs" / f"text-{kind}"
+        if run_dir.exists():
+            shutil.rmtree(run_dir)
+        shutil.copytree(source, run_dir / "table")
+        script = str(HERE / "_run_contender.py")
+        cmd = [sys.executable, script, "ours-budget", str(run_dir / "table"), SORT_BY, str(budget)]
+        proc = _measure.run_measured(cmd, cwd=str(run_dir), timeout=ctx.timeout)
+        row: dict[str, Any] = {"ok": proc.ok, "wall_s": proc.wall_s, "peak_rss_mb": proc.peak_rss_bytes / MB}
+        if proc.ok:
+            figures = json.loads(proc.stdout_tail.strip().splitlines()[-1])
+            row["arrow_peak_mb"] = figures["arrow_peak_bytes"] / MB
+            row["x_budget"] = figures["arrow_peak_bytes"] / budget
+            from deltalake import DeltaTable
+
+            rows = DeltaTable(str(run_dir / "table")).count()
+            row["rows_ok"] = rows == _workload.TEXT_ROWS
+        else:
+            row["error"] = _last_line(proc.stderr_tail)
+        if not ctx.keep_runs:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        out[kind] = row
+        print(
+            f"  {kind:6s}-heavy: {_workload.TEXT_ROWS:,} rows, {_fmt(row['wall_s'])} s, "
+            f"Arrow peak {_fmt(row.get('arrow_peak_mb'), 1)} MiB = {_fmt(row.get('x_budget'))}× the budget, "
+            f"process peak RSS {_fmt(row['peak_rss_mb'], 0)} MB, rows ok: {row.get('rows_ok', 'n/a')}"
+            + (f" FAILED: {row['error']}" if "error" in row else ""),
+            flush=True,
+        )
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -574,13 +653,35 @@ def main(argv: list[str] | None = None) -> int:
             "build_s": build_s,
             "input_bytes": input_bytes,
             "input_digest": str(expected),
+            "input_digest_obj": expected,
             "repeat": repeat,
             "runs": [asdict(r) for r in records],
             "summary": summary,
         }
         print_table(f"{workload.name}: medians of {repeat} paired round(s)", summary)
 
+    cases: dict[str, Any] = {}
+    if not args.no_cases and 1 in scales and "ours" in runnable and scale1_name is not None:
+        unique = results[scale1_name]["input_digest_obj"]
+        cases["duplicates"] = run_duplicates_case(
+            _workload.workload_for(1, args.seed, quick=args.quick), unique, ctx, args
+        )
+        cases["text"] = run_text_cases(ctx, args)
+    for scale in results.values():
+        scale.pop("input_digest_obj", None)
     targets = evaluate_targets(results, scale1_name)
+    for kind, row in cases.get("text", {}).items():
+        value = row.get("x_budget")
+        passed = None if value is None else value <= ARROW_X_BUDGET_MAX and bool(row.get("rows_ok"))
+        targets.append(
+            {
+                "target": f"ours Arrow peak ≤ {ARROW_X_BUDGET_MAX}× memory_budget, {kind}-heavy partition",
+                "value": value,
+                "limit": ARROW_X_BUDGET_MAX,
+                "passed": passed,
+                "detail": "",
+            }
+        )
     for name, scale in results.items():
         if "ours_rss_x_scale1" in scale:
             print(f"\nours peak RSS at {name} / at {scale1_name}: {_fmt(scale['ours_rss_x_scale1'])}×")
@@ -593,6 +694,10 @@ def main(argv: list[str] | None = None) -> int:
             "scales": {
                 name: {**scale, "summary": {c: asdict(s) for c, s in scale["summary"].items()}}
                 for name, scale in results.items()
+            },
+            "cases": {
+                k: ({**v, "summary": {c: asdict(s) for c, s in v["summary"].items()}} if "summary" in v else v)
+                for k, v in cases.items()
             },
             "targets": targets,
         }

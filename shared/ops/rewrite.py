@@ -613,7 +613,7 @@ class PartitionRewriter:
             if len(inner) == 1:
                 idx = pc.array_sort_indices(part.column(0), order=inner[0][1], null_placement="at_end")
             else:
-                idx = pc.sort_indices(part, sort_keys=[(n, o) for n, o, _ in inner], null_placement="at_end")
+                idx = pc.sort_indices(part, sort_keys=inner)
             perm[start:end] = order[start + _indices(idx)]
 
         with ThreadPoolExecutor(max_workers=SORT_THREADS) as pool:
