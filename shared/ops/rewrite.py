@@ -63,6 +63,7 @@ PASS_HEADROOM = 1.25  # a pass's rows plus one reordered column fit this many bu
 RELEASE_EVERY = 16 * 1024 * 1024
 READ_THREADS = 2
 SORT_THREADS = 2
+GATHER_GROUPS = 16  # a pass's values are gathered in about this many groups
 _HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 _HIVE_SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
@@ -565,24 +566,27 @@ class PartitionRewriter:
         if self._writer is None:
             self._writer = _OutputWriter(self, writer_properties(self.target, table, self.by))
         writer = self._writer
-        bounds = list(zip([0, *run_ends[:-1]], run_ends, strict=True))
         indices = _index_array(perm)
         del perm
+        # Values are gathered a group at a time (few hand-overs between the threads: on a busy
+        # machine each one waits for a time slice), each group while the previous one is encoded.
+        groups = _groups(run_ends, max(1, rows // GATHER_GROUPS))
 
-        def gather(k: int) -> pa.Table:
-            start, end = bounds[k]
+        def gather(ends: list[int]) -> tuple[pa.Table, list[int]]:
+            start = ends[0]
             with _timed(self.result, "take"):
-                return table.take(indices.slice(start, end - start))
+                return table.take(indices.slice(start, ends[-1] - start)), ends
 
         with ThreadPoolExecutor(max_workers=1) as pool:
-            pending = pool.submit(gather, 0)
-            for k in range(len(bounds)):
-                run = pending.result()
-                if k + 1 < len(bounds):
-                    pending = pool.submit(gather, k + 1)  # gathered while this value is encoded
-                writer.write_value(run)
-                del run
-                self.result.values += 1
+            pending = pool.submit(gather, groups[0])
+            for k in range(len(groups)):
+                gathered, ends = pending.result()
+                if k + 1 < len(groups):
+                    pending = pool.submit(gather, groups[k + 1])
+                for a, b in itertools.pairwise(ends):
+                    writer.write_value(gathered.slice(a - ends[0], b - a))
+                    self.result.values += 1
+                del gathered
         return rows
 
     def _permutation(self, table: pa.Table) -> tuple[np.ndarray, list[int]]:
@@ -616,8 +620,13 @@ class PartitionRewriter:
                 idx = pc.sort_indices(part, sort_keys=inner)
             perm[start:end] = order[start + _indices(idx)]
 
+        def sort_runs(ends: list[int]) -> None:
+            for bounds in itertools.pairwise(ends):
+                sort_run(bounds)
+
+        # One task per thread, each a contiguous share of the values.
         with ThreadPoolExecutor(max_workers=SORT_THREADS) as pool:
-            list(pool.map(sort_run, zip([0, *run_ends[:-1]], run_ends, strict=True)))
+            list(pool.map(sort_runs, _groups(run_ends, -(-len(order) // SORT_THREADS))))
         return perm, run_ends
 
     @staticmethod
@@ -695,6 +704,25 @@ def _prefetched(items: Iterator[Any]) -> Iterator[Any]:
             pending = pool.submit(next, items, None)
             yield item
             del item
+
+
+def _groups(run_ends: list[int], rows: int) -> list[list[int]]:
+    """Consecutive values grouped into about ``rows`` rows each, as boundary lists ``[start, end1, ...]``.
+
+    Example:
+        >>> _groups([2, 5, 6, 10], 4)
+        [[0, 2, 5], [5, 6, 10]]
+    """
+    groups: list[list[int]] = []
+    current = [0]
+    for end in run_ends:
+        current.append(end)
+        if end - current[0] >= rows:
+            groups.append(current)
+            current = [end]
+    if len(current) > 1:
+        groups.append(current)
+    return groups or [[0]]
 
 
 def _indices(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
