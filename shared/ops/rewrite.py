@@ -57,7 +57,7 @@ from .options import RorderOptions
 log = logging.getLogger(__name__)
 
 ROW_GROUP_MAX_BYTES = 128 * 1024 * 1024
-SPILL_BATCH_ROWS = 65_536
+SPILL_BATCH_ROWS = 262_144
 SAMPLE_ROWS = 4_096  # rows decoded per input file to measure variable-width columns
 PASS_HEADROOM = 1.25  # a pass's rows plus one reordered column fit this many budgets (see _pass_capacity)
 RELEASE_EVERY = 16 * 1024 * 1024
