@@ -4,11 +4,12 @@ and write files where each value of ``by`` fills its own row group(s), values as
 Memory is bounded by ``memory_budget`` (Arrow bytes held at once, estimated as decoding will produce
 them) plus the readers' and writers' buffers, unless a single value alone is larger: a pass's rows
 plus one reordered copy of its widest column fit 1.25 budgets. When the partition fits, it is read in
-one pass. Otherwise the value
-domain is cut into passes that each fit: row groups whose statistics fall inside one pass are read in
-that pass; row groups that span several passes (random order) are decoded once and spilled, split by
-pass, to local Arrow IPC files. Every pass's rows are de-duplicated, sorted and written in order,
-so the output is the same however many passes it takes.
+one pass. Otherwise the value domain is cut into passes that each fit: row groups whose statistics
+fall inside one pass are read in that pass; row groups that span several passes (random order) are
+decoded once (the next batch in a second thread) and spilled, split by pass, to local Arrow IPC
+files. Every pass's rows are de-duplicated, sorted on indices and written value by value, each group
+of values gathered in a second thread while the previous group is encoded, so the output is the same
+however many passes it takes.
 
 Example:
     >>> import tempfile, pyarrow as pa
