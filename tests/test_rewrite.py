@@ -167,3 +167,37 @@ def test_integer_sort_key_orders_rows_inside_each_value(tmp_path: Any) -> None:
     for g in row_groups(uri):
         values = g.column("t").cast(pa.int64()).to_pylist()
         assert values == sorted(values, reverse=True)
+
+
+def test_rorder_never_imports_pandas(tmp_path: Any) -> None:
+    """pandas costs tens of MB and half a second a process: one pass and many passes go without it."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        f"""
+        import sys
+        import numpy as np
+        import pyarrow as pa
+        from deltalake import write_deltalake
+        from deltaextras import rorder
+        from deltaextras.core.arrays import int64_array
+
+        ids = np.arange(20_000)
+        table = pa.table({{
+            "node_id": int64_array(ids % 13),
+            "utc_time": int64_array(ids[::-1] * 1_000_000).cast(pa.timestamp("us", tz="UTC")),
+            "node_id_range": int64_array(ids * 0),
+        }})
+        for budget, name in ((None, "one"), (20_000, "many")):
+            uri = {str(tmp_path)!r} + "/" + name
+            for k in range(3):
+                write_deltalake(uri, table.slice(k * 5000, 5000), partition_by=["node_id_range"], mode="append")
+            report = rorder(uri, sort_by="utc_time", max_workers=1, memory_budget=budget)
+            assert report[0].status == "committed", report
+        print("pandas" in sys.modules)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -47,7 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..core.arrays import bool_array, bool_numpy, int64_array
+from ..core.arrays import bool_array, bool_numpy, int64_array, py_value, scalar
 from ..core.schema import conform
 from ..core.snapshot import LiveFile, TableSnapshot, open_data_file
 from ..core.stats import DEFAULT_INDEXED_COLUMNS, StatsCollector
@@ -184,7 +184,7 @@ class PartitionRewriter:
         self._spill_dir: str | None = None
         self._writer: _OutputWriter | None = None
         self._capacity = options.memory_budget
-        self._values: pa.Array = pa.array([], self.by_type)
+        self._values: pa.Array = pa.nulls(0, self.by_type)  # pa.array() would import pandas
         self._value_pass = np.zeros(1, dtype=np.int32)
 
     # ------------------------------------------------------------------ driver
@@ -385,13 +385,15 @@ class PartitionRewriter:
         for rg in self._row_groups:
             rg.passes = [k for k, p in enumerate(passes) if _overlaps(rg, p)]
         # Every distinct value and its pass, to route spilled rows with one hash lookup per row.
-        self._values = pc.unique(pa.concat_arrays(distinct)) if distinct else pa.array([], self.by_type)
+        self._values = pc.unique(pa.concat_arrays(distinct)) if distinct else pa.nulls(0, self.by_type)
         self._value_pass = np.full(len(self._values) + 1, -1, dtype=np.int32)  # last slot: null
         for k, p in enumerate(passes):
             if p.nulls_only:
                 self._value_pass[-1] = k
             else:
-                self._value_pass[:-1][bool_numpy(pc.fill_null(_pass_mask(self._values, p), False))] = k
+                self._value_pass[:-1][
+                    bool_numpy(pc.fill_null(_pass_mask(self._values, p), scalar(False, pa.bool_())))
+                ] = k
         _release()
         self.progress(f"{len(ordered)} values in {len(passes)} passes (about {total / 2**20:.0f} MiB of rows)")
         return passes
@@ -451,7 +453,7 @@ class PartitionRewriter:
     def _pass_ids(self, column: pa.ChunkedArray) -> np.ndarray:
         """The pass of each row (-1: none, which the final row count would report)."""
         found = pc.index_in(column, value_set=self._values)
-        slots = _indices(pc.fill_null(found, len(self._values)).cast(pa.int32()))
+        slots = _indices(pc.fill_null(found.cast(pa.int32()), scalar(len(self._values), pa.int32())))
         return self._value_pass[slots]
 
     def _spill_batch_rows(self, rg: _RowGroup) -> int:
@@ -666,9 +668,9 @@ class PartitionRewriter:
         for name in table.column_names:
             column = table.column(name)
             same = _same_values(column.take(members), column.take(owners))
-            if not pc.all(same).as_py():
-                row = owners[pc.index(same, False).as_py()]
-                key = {k: table.column(k)[row.as_py()].as_py() for k in keys}
+            if not py_value(pc.all(same)):
+                row = py_value(owners[py_value(pc.index(same, scalar(False, pa.bool_())))])
+                key = {k: py_value(table.column(k)[row]) for k in keys}
                 raise DuplicateKeyError(
                     f"rows share unique_by key {key} but differ in column {name!r}; nothing was committed. "
                     "Fix the duplicates or widen unique_by"
@@ -768,8 +770,8 @@ def _canonical_floats(column: pa.ChunkedArray) -> pa.ChunkedArray:
     if not pa.types.is_floating(column.type):
         return column
     try:
-        zeroed = pc.add(column, pa.scalar(0, column.type))  # -0.0 + 0.0 is +0.0
-        return pc.if_else(pc.is_nan(column), pa.scalar(_CANONICAL_NAN, column.type), zeroed)
+        zeroed = pc.add(column, scalar(0.0, column.type))  # -0.0 + 0.0 is +0.0
+        return pc.if_else(pc.is_nan(column), scalar(_CANONICAL_NAN, column.type), zeroed)
     except pa.ArrowNotImplementedError:  # half floats: left as they are
         return column
 
@@ -780,12 +782,19 @@ def _same_values(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:
         same = pc.equal(a, b)
     except pa.ArrowNotImplementedError:  # nested types: compare their Python values, NaN as one value
         return pa.chunked_array(
-            [pa.array([_nan_free(x) == _nan_free(y) for x, y in zip(a.to_pylist(), b.to_pylist(), strict=True)])]
+            [
+                bool_array(
+                    np.array(
+                        [_nan_free(x) == _nan_free(y) for x, y in zip(a.to_pylist(), b.to_pylist(), strict=True)],
+                        dtype=bool,
+                    )
+                )
+            ]
         )
     same = pc.or_kleene(same, pc.and_(pc.is_null(a), pc.is_null(b)))
     if pa.types.is_floating(a.type):
         same = pc.or_kleene(same, pc.and_(pc.is_nan(a), pc.is_nan(b)))
-    return pc.fill_null(same, False)
+    return pc.fill_null(same, scalar(False, pa.bool_()))
 
 
 def _nan_free(value: Any) -> Any:
