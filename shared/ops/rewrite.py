@@ -549,10 +549,6 @@ class PartitionRewriter:
         """
         if not table.num_rows:
             return 0
-        if self.options.unique_by:
-            with _timed(self.result, "dedup"):
-                table = self._deduplicate(table)
-        rows = table.num_rows
         with _timed(self.result, "combine"):
             columns = list(table.columns)
             schema = table.schema
@@ -563,7 +559,18 @@ class PartitionRewriter:
                 del col
                 _release()
             table = pa.Table.from_arrays(columns, schema=schema)
-            del columns
+        if self.options.unique_by:
+            with _timed(self.result, "dedup"):
+                keep = self._deduplicate(table)
+                if keep is not None:
+                    del table
+                    for i in range(len(columns)):  # one column at a time: the pass never exists twice
+                        columns[i] = columns[i].take(keep)
+                        _release()
+                    table = pa.Table.from_arrays(columns, schema=schema)
+                del keep
+        del columns
+        rows = table.num_rows
         with _timed(self.result, "sort"):
             perm, run_ends = self._permutation(table)
         if self._writer is None:
@@ -639,19 +646,40 @@ class PartitionRewriter:
         order = pc.array_sort_indices(counts.field("values"), null_placement="at_end")
         return list(itertools.accumulate(counts.field("counts").take(order).to_pylist()))
 
-    def _deduplicate(self, table: pa.Table) -> pa.Table:
-        """Drop rows that repeat an earlier row on every column; raise when rows share the key but differ.
+    def _deduplicate(self, table: pa.Table) -> pa.Array | None:
+        """The rows to keep (``None``: all): rows that repeat an earlier row on every column are dropped;
+        raises when rows share the key but differ.
 
         Values compare as Spark's ``dropDuplicates`` groups them: NaN equals NaN (whatever its payload),
-        -0.0 equals 0.0, null equals null. Vectorized: one hash grouping on the key; only when a key
-        repeats, the rows of repeated keys are compared column by column with the first row of their key.
+        -0.0 equals 0.0, null equals null. Vectorized: rows are grouped by key — integer and time keys
+        without nulls through a 64-bit hash and one NumPy sort, any other key through Arrow's hash
+        grouping — and only the rows of repeated keys are compared, column by column, with the first
+        row of their key (a hash collision shows there as differing keys, and the exact grouping decides).
         """
+        n = table.num_rows
+        hashed = _first_rows_hashed(table, self.unique_keys)
+        if hashed is not None:
+            firsts, members, owners = hashed
+            if len(firsts) == n:
+                return None
+            if all(
+                py_value(pc.all(_same_values(table.column(k).take(members), table.column(k).take(owners))))
+                for k in self.unique_keys
+            ):
+                return self._keep_firsts(table, firsts, members, owners)
+        firsts, members, owners = self._first_rows_exact(table)
+        if len(firsts) == n:
+            return None
+        return self._keep_firsts(table, firsts, members, owners)
+
+    def _first_rows_exact(self, table: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
+        """The first row of every key, and each later row of a repeated key beside its key's first row."""
         keys = self.unique_keys
         n = table.num_rows
         keyed = pa.table({**{k: _canonical_floats(table.column(k)) for k in keys}, "__row": _row_numbers(n)})
         groups = keyed.group_by(keys, use_threads=False).aggregate([("__row", "count")])
         if groups.num_rows == n:
-            return table
+            return _row_numbers(n), _row_numbers(0), _row_numbers(0)
         del groups
         listed = keyed.group_by(keys, use_threads=False).aggregate([("__row", "min"), ("__row", "list")])
         del keyed
@@ -664,22 +692,65 @@ class PartitionRewriter:
         owners = owners.take(pc.list_parent_indices(lists))
         del lists
         later = pc.not_equal(members, owners)
-        members, owners = members.filter(later), owners.filter(later)
+        return firsts, members.filter(later), owners.filter(later)
+
+    def _keep_firsts(self, table: pa.Table, firsts: pa.Array, members: pa.Array, owners: pa.Array) -> pa.Array:
+        """Check that every later row equals its key's first row on every column; the rows to keep."""
         for name in table.column_names:
             column = table.column(name)
             same = _same_values(column.take(members), column.take(owners))
             if not py_value(pc.all(same)):
                 row = py_value(owners[py_value(pc.index(same, scalar(False, pa.bool_())))])
-                key = {k: py_value(table.column(k)[row]) for k in keys}
+                key = {k: py_value(table.column(k)[row]) for k in self.unique_keys}
                 raise DuplicateKeyError(
                     f"rows share unique_by key {key} but differ in column {name!r}; nothing was committed. "
                     "Fix the duplicates or widen unique_by"
                 )
-        del members, owners
-        keep_rows = pc.sort_indices(firsts)
-        keep_rows = firsts.take(keep_rows)
-        self.result.duplicates_removed += n - len(keep_rows)
-        return table.take(keep_rows)
+        keep_rows = _index_array(np.sort(_indices(firsts)))
+        self.result.duplicates_removed += table.num_rows - len(keep_rows)
+        return keep_rows
+
+
+def _first_rows_hashed(table: pa.Table, keys: list[str]) -> tuple[pa.Array, pa.Array, pa.Array] | None:
+    """Like ``_first_rows_exact`` for integer and time keys without nulls, grouped by a 64-bit hash of
+    the key (rows of one group may differ on the key after a collision: the caller checks); else ``None``."""
+    columns = [_plain_integers(table.column(k)) for k in keys]
+    if any(c is None for c in columns):
+        return None
+    h = np.full(table.num_rows, _GOLDEN, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for c in columns:
+            assert c is not None
+            h = _mix64(h ^ _mix64(c.astype(np.int64).view(np.uint64)))
+    order = np.argsort(h)  # equal hashes end up adjacent, in any order
+    sorted_h = h[order]
+    del h
+    n = len(order)
+    new_key = np.empty(n, dtype=bool)
+    new_key[:1] = True
+    np.not_equal(sorted_h[1:], sorted_h[:-1], out=new_key[1:])
+    del sorted_h
+    starts = np.flatnonzero(new_key)
+    if len(starts) == n:
+        return _row_numbers(n), _row_numbers(0), _row_numbers(0)
+    firsts = np.minimum.reduceat(order, starts)  # the first row of each key
+    owner = np.empty(n, dtype=np.int64)
+    owner[order] = firsts[np.cumsum(new_key) - 1]
+    del order, new_key
+    later = np.flatnonzero(owner != np.arange(n))
+    return int64_array(firsts), int64_array(later), int64_array(owner[later])
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser, element-wise (wrapping)."""
+    x = x ^ (x >> np.uint64(30))
+    x = x * np.uint64(0xBF58476D1CE4E5B9)
+    x = x ^ (x >> np.uint64(27))
+    x = x * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
 
 
 _CANONICAL_NAN = float("nan")
