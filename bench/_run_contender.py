@@ -3,10 +3,10 @@
 Each contender imports only what it uses, so the parent's wall time and peak RSS cover the imports
 too. Usage::
 
-    python _run_contender.py copy FILE_LIST_JSON OUTPUT_PARQUET
+    python _run_contender.py copy FILE_LIST_JSON OUTPUT_PARQUET READER CODEC
     python _run_contender.py zorder TABLE_DIR COLUMN
-    python _run_contender.py ours TABLE_DIR SORT_BY [WORKERS]
-    python _run_contender.py spawn TABLE_DIR SORT_BY WORKERS
+    python _run_contender.py ours TABLE_DIR SORT_BY [UNIQUE_BY]
+    python _run_contender.py ours-budget TABLE_DIR SORT_BY MEMORY_BUDGET_BYTES   # prints Arrow's peak
 """
 
 from __future__ import annotations
@@ -15,21 +15,25 @@ import json
 import sys
 
 
-def copy(file_list: str, output: str) -> None:
-    """The I/O floor: read every file of the partition with pyarrow, write one file with its defaults.
+def copy(file_list: str, output: str, reader: str = "dataset", codec: str = "snappy") -> None:
+    """A plain copy: read every file of the partition with pyarrow, write one file.
 
-    A list of lists is several partitions, copied one after the other to ``output``, ``output.1``, ..."""
-    import pyarrow.dataset as ds
+    ``reader`` is ``concat`` (``pq.read_table`` per file, then ``pa.concat_tables``) or ``dataset``
+    (``pyarrow.dataset``); ``codec`` is the write's compression (pyarrow's other defaults).
+    """
     import pyarrow.parquet as pq
 
     with open(file_list) as handle:
-        groups = json.load(handle)
-    if groups and isinstance(groups[0], str):
-        groups = [groups]
-    for i, paths in enumerate(groups):
+        paths = json.load(handle)
+    if reader == "concat":
+        import pyarrow as pa
+
+        table = pa.concat_tables([pq.read_table(p) for p in paths])
+    else:
+        import pyarrow.dataset as ds
+
         table = ds.dataset(paths, format="parquet").to_table()
-        pq.write_table(table, output if i == 0 else f"{output}.{i}")
-        del table
+    pq.write_table(table, output, compression=codec)
 
 
 def zorder(table_dir: str, column: str) -> None:
@@ -39,34 +43,24 @@ def zorder(table_dir: str, column: str) -> None:
     DeltaTable(table_dir).optimize.z_order([column])
 
 
-def ours(table_dir: str, sort_by: str, workers: str = "1") -> None:
-    """deltaextras ``rorder`` with ``workers`` worker threads (one by default: one partition)."""
+def ours(table_dir: str, sort_by: str, unique_by: str | None = None) -> None:
+    """deltaextras ``rorder`` with one worker (the workload has one partition)."""
     from deltaextras import rorder
 
-    rorder(table_dir, sort_by=sort_by, max_workers=int(workers))
+    rorder(table_dir, sort_by=sort_by, unique_by=unique_by, max_workers=1)
 
 
-def _one_partition(message: dict) -> str:
-    from deltaextras import rorder_single
+def ours_budget(table_dir: str, sort_by: str, budget: str) -> None:
+    """``rorder`` with a memory budget; prints the peak bytes Arrow's memory pool held, as JSON."""
+    import pyarrow as pa
 
-    return rorder_single(message).status
+    from deltaextras import rorder
 
-
-def spawn(table_dir: str, sort_by: str, workers: str) -> None:
-    """The process pool ``rorder`` used before its worker threads: one ``spawn`` process per worker,
-    each loading the table and rewriting one partition per message (kept here to compare against)."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    from deltaextras import plan_messages
-
-    messages = plan_messages(table_dir, sort_by=sort_by)
-    with ProcessPoolExecutor(int(workers), mp_context=multiprocessing.get_context("spawn")) as pool:
-        statuses = list(pool.map(_one_partition, messages))
-    assert all(s == "committed" for s in statuses), statuses
+    report = rorder(table_dir, sort_by=sort_by, memory_budget=int(budget), max_workers=1)
+    print(json.dumps({"arrow_peak_bytes": pa.default_memory_pool().max_memory(), "status": report[0].status}))
 
 
-CONTENDERS = {"copy": copy, "zorder": zorder, "ours": ours, "spawn": spawn}
+CONTENDERS = {"copy": copy, "zorder": zorder, "ours": ours, "ours-budget": ours_budget}
 
 
 def main(argv: list[str]) -> int:

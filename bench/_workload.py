@@ -13,7 +13,7 @@ import json
 import os
 import shutil
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -51,16 +51,38 @@ class Workload:
     append_files: int
     steps_per_append: int
     seed: int
+    duplicate_share: float = 0.0  # this share of the rows appended again, as one more file
+
+    @property
+    def unique_rows(self) -> int:
+        """Rows of the partition without the re-appended duplicates."""
+        return NODES * (self.history_steps + self.append_files * self.steps_per_append)
+
+    @property
+    def duplicates(self) -> int:
+        """Rows appended a second time."""
+        return int(self.unique_rows * self.duplicate_share)
 
     @property
     def rows(self) -> int:
         """Total rows of the partition."""
-        return NODES * (self.history_steps + self.append_files * self.steps_per_append)
+        return self.unique_rows + self.duplicates
 
     @property
     def files(self) -> int:
         """Data files of the partition."""
-        return 1 + self.append_files
+        return 1 + self.append_files + (1 if self.duplicates else 0)
+
+
+def with_duplicates(workload: Workload, share: float) -> Workload:
+    """The same partition with ``share`` of its rows appended again (as a pipeline retry would).
+
+    Example:
+        >>> w = with_duplicates(workload_for(1, 0), 0.1)
+        >>> w.name, w.duplicates, w.files
+        ('x1-dup10', 304320, 290)
+    """
+    return replace(workload, name=f"{workload.name}-dup{round(share * 100)}", duplicate_share=share)
 
 
 def workload_for(scale: int, seed: int, *, quick: bool = False) -> Workload:
@@ -152,6 +174,14 @@ def build(workload: Workload, root: Path, *, rebuild: bool = False, partitions: 
         first = workload.history_steps + k * workload.steps_per_append
         _write_shuffled(path, first, workload.steps_per_append, rng)
         written.append(path)
+    if workload.duplicates:
+        everything = pa.concat_tables([pq.read_table(p) for p in written])
+        picked = np.sort(rng.choice(everything.num_rows, workload.duplicates, replace=False))
+        again = everything.take(pa.array(rng.permutation(picked)))
+        path = part_dir / f"part-{len(written):05d}-{uuid.UUID(bytes=rng.bytes(16))}-c000.snappy.parquet"
+        pq.write_table(again, path)
+        written.append(path)
+        del everything, again
 
     base_ms = int(START.timestamp() * 1000)
     stats = [json.dumps(_stats(p)) for p in written]
@@ -174,5 +204,46 @@ def build(workload: Workload, root: Path, *, rebuild: bool = False, partitions: 
     create_table_with_add_actions(
         str(table_dir), Schema.from_arrow(TABLE_SCHEMA), actions, partition_by=[PARTITION_COLUMN]
     )
+    marker.write_text(json.dumps(shape))
+    return table_dir
+
+
+# ----------------------------------------------------------------------------- text and binary tables
+TEXT_ROWS = 400_000
+TEXT_NODES = 50
+TEXT_FILES = 4
+
+
+def build_text(kind: str, root: Path, *, rebuild: bool = False) -> Path:
+    """A partition whose rows are mostly one repeated 200-byte ``string`` or ``binary`` value.
+
+    In Parquet the value is dictionary-encoded (a few bytes a row); decoded, Arrow holds all 200
+    bytes of every row. 400,000 rows of ``node_id`` (50 values), ``utc_time`` and ``payload`` in
+    four files.
+    """
+    table_dir = root / f"text-{kind}"
+    marker = root / f"text-{kind}.json"
+    shape = {"kind": kind, "rows": TEXT_ROWS, "nodes": TEXT_NODES, "files": TEXT_FILES, "format": _FORMAT}
+    if not rebuild and marker.exists() and json.loads(marker.read_text()) == shape:
+        return table_dir
+    from deltalake import write_deltalake
+
+    if table_dir.exists():
+        shutil.rmtree(table_dir)
+    rng = np.random.default_rng(7)
+    per_file = TEXT_ROWS // TEXT_FILES
+    value: str | bytes = "abcdefghij" * 20 if kind == "string" else bytes(range(200))
+    payload_type = pa.string() if kind == "string" else pa.binary()
+    for k in range(TEXT_FILES):
+        steps = np.arange(k * per_file, (k + 1) * per_file, dtype=np.int64)
+        part = pa.table(
+            {
+                "node_id": pa.array(rng.integers(0, TEXT_NODES, per_file), pa.int64()),
+                "utc_time": pa.array(steps * 1_000_000, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+                "payload": pa.array([value] * per_file, payload_type),
+                PARTITION_COLUMN: pa.array(np.full(per_file, PARTITION_VALUE), pa.int64()),
+            }
+        )
+        write_deltalake(str(table_dir), part, partition_by=[PARTITION_COLUMN], mode="append")
     marker.write_text(json.dumps(shape))
     return table_dir

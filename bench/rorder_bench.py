@@ -29,14 +29,13 @@ import _measure
 import _workload
 
 HERE = Path(__file__).resolve().parent
-CONTENDERS = ("copy", "zorder", "original", "ours", "spawn")
-DEFAULT_CONTENDERS = ("copy", "zorder", "original", "ours")
+CONTENDERS = ("copy", "zorder", "original", "ours")
+COPY_VARIANTS = tuple(f"{r}-{c}" for r in ("concat", "dataset") for c in ("snappy", "zstd"))
 LABELS = {
-    "copy": "plain copy (pyarrow)",
+    "copy": "copy floor (fastest plain copy)",
     "zorder": "delta-rs z-order",
     "original": "original deltaextra 0.0.3",
     "ours": "deltaextras rorder",
-    "spawn": "rorder_single in a spawn pool",
 }
 BY = "node_id"
 SORT_BY = "utc_time"
@@ -45,11 +44,15 @@ MB = 1 << 20
 RSS_CEILING_MB = 512.0
 
 # Targets for deltaextras rorder (ours), checked on the medians of this run.
-WALL_X_COPY_MAX = 1.5
+WALL_X_COPY_MAX = 1.0  # at scale 1
+WALL_X_COPY_MAX_LARGE = 1.5  # at the larger scales
 RSS_X_COPY_MAX = 1.0
 RSS_X_SCALE1_MAX = 1.2
 READ_AMP_MAX = 1.05
 OUTPUT_X_ZORDER_MAX = 0.75
+ARROW_X_BUDGET_MAX = 1.5  # text cases: Arrow's peak allocation against memory_budget
+DUPLICATE_SHARE = 0.10
+TEXT_BUDGET_MB = 16
 
 
 @dataclass
@@ -70,6 +73,7 @@ class RunRecord:
     output_row_groups: int | None = None
     read_amp: float | None = None
     content_ok: bool | None = None
+    variant: str | None = None  # the copy: which plain copy (reader-codec); for the floor, the fastest
 
 
 @dataclass
@@ -90,6 +94,7 @@ class Summary:
     output_files: int | None = None
     output_row_groups: int | None = None
     content_ok: bool | None = None
+    floor_variants: dict[str, int] | None = None  # the copy floor: how often each plain copy was fastest
 
 
 # ----------------------------------------------------------------------------- contenders
@@ -146,7 +151,6 @@ def warm_up(runnable: list[str], original_python: Path | None) -> None:
         "copy": (sys.executable, "import pyarrow.dataset, pyarrow.parquet"),
         "zorder": (sys.executable, "import deltalake"),
         "ours": (sys.executable, "import deltaextras"),
-        "spawn": (sys.executable, "import deltaextras"),
         "original": (str(original_python), "import deltaextras.rorder_setup"),
     }
     for c in runnable:
@@ -163,11 +167,36 @@ class Context:
     keep_sleep: bool
     keep_runs: bool
     timeout: float
-    partitions: int = 1
-    workers: int = 1
 
 
-def run_one(contender: str, source: Path, expected: _measure.Digest, ctx: Context, rnd: int, pos: int) -> RunRecord:
+def run_copies(source: Path, expected: _measure.Digest, ctx: Context, rnd: int, pos: int) -> list[RunRecord]:
+    """Every plain copy once (their order rotating by round), then the floor: a record of the fastest."""
+    shift = rnd % len(COPY_VARIANTS)
+    records = [
+        run_one("copy", source, expected, ctx, rnd, pos, variant=v)
+        for v in COPY_VARIANTS[shift:] + COPY_VARIANTS[:shift]
+    ]
+    good = [r for r in records if r.ok and r.content_ok and r.wall_s is not None]
+    if not good:
+        floor = RunRecord("copy", rnd, pos, ok=False, error=records[0].error or "every plain copy failed")
+    else:
+        best = min(good, key=lambda r: r.wall_s or 0.0)
+        floor = RunRecord(**{**asdict(best), "contender": "copy"})
+    return [*records, floor]
+
+
+def run_one(
+    contender: str,
+    source: Path,
+    expected: _measure.Digest,
+    ctx: Context,
+    rnd: int,
+    pos: int,
+    *,
+    variant: str | None = None,
+    extra: list[str] | None = None,
+    expected_ours: _measure.Digest | None = None,
+) -> RunRecord:
     """Copy the source table afresh, run one contender as a whole process, then measure its output."""
     run_dir = ctx.workdir / "runs" / contender
     if run_dir.exists():
@@ -178,17 +207,15 @@ def run_one(contender: str, source: Path, expected: _measure.Digest, ctx: Contex
     script = str(HERE / "_run_contender.py")
     out_file = run_dir / "copy.parquet"
     if contender == "copy":
-        files = [
-            [p for p, _ in _measure.delta_partition_files(table, _workload.PARTITION_COLUMN, value)]
-            for value in range(_workload.PARTITION_VALUE, _workload.PARTITION_VALUE + ctx.partitions)
-        ]
+        files = [p for p, _ in _measure.delta_partition_files(table, _workload.PARTITION_COLUMN, 0)]
         listing = run_dir / "files.json"
         listing.write_text(json.dumps(files))
-        cmd = [sys.executable, script, "copy", str(listing), str(out_file)]
+        assert variant is not None
+        cmd = [sys.executable, script, "copy", str(listing), str(out_file), *variant.split("-")]
     elif contender == "zorder":
         cmd = [sys.executable, script, "zorder", str(table), BY]
-    elif contender in ("ours", "spawn"):
-        cmd = [sys.executable, script, contender, str(table), SORT_BY, str(ctx.workers)]
+    elif contender == "ours":
+        cmd = [sys.executable, script, "ours", str(table), SORT_BY, *(extra or [])]
     else:
         assert ctx.original_python is not None
         cmd = [str(ctx.original_python), str(HERE / "_run_original.py"), str(table), SORT_BY]
@@ -197,9 +224,10 @@ def run_one(contender: str, source: Path, expected: _measure.Digest, ctx: Contex
         env.pop("PYTHONPATH", None)
     proc = _measure.run_measured(cmd, cwd=str(run_dir), env=env, timeout=ctx.timeout)
     record = RunRecord(
-        contender,
+        f"copy:{variant}" if contender == "copy" else contender,
         rnd,
         pos,
+        variant=variant,
         ok=proc.ok,
         wall_s=proc.wall_s,
         peak_rss_bytes=proc.peak_rss_bytes,
@@ -210,7 +238,8 @@ def run_one(contender: str, source: Path, expected: _measure.Digest, ctx: Contex
         record.error = f"exit {proc.returncode}: {_last_line(proc.stderr_tail)}"
     else:
         try:
-            _measure_output(record, contender, table, out_file, expected, ctx.partitions)
+            want = expected_ours if contender == "ours" and expected_ours is not None else expected
+            _measure_output(record, contender, table, out_file, want)
         except Exception as exc:  # a broken output is a result, not a crash of the bench
             record.ok = False
             record.error = f"output check failed: {type(exc).__name__}: {str(exc)[:300]}"
@@ -219,9 +248,7 @@ def run_one(contender: str, source: Path, expected: _measure.Digest, ctx: Contex
     return record
 
 
-def _measure_output(
-    record: RunRecord, contender: str, table: Path, out_file: Path, expected: _measure.Digest, partitions: int = 1
-) -> None:
+def _measure_output(record: RunRecord, contender: str, table: Path, out_file: Path, expected: _measure.Digest) -> None:
     from deltaextras.ops.inspect import (
         parquet_read_amplification,
         parquet_row_group_table,
@@ -235,8 +262,7 @@ def _measure_output(
         record.output_files = 1
         record.output_row_groups = parquet_row_group_table([out_file], BY).num_rows
         record.read_amp = parquet_read_amplification([out_file], BY)
-        outs = [out_file, *(Path(f"{out_file}.{i}") for i in range(1, partitions))]
-        digest = _measure.parquet_digest(outs, _workload.DATA_COLUMNS)
+        digest = _measure.parquet_digest([out_file], _workload.DATA_COLUMNS)
     else:
         files = _measure.delta_partition_files(table, _workload.PARTITION_COLUMN, _workload.PARTITION_VALUE)
         record.output_bytes = sum(size for _, size in files)
@@ -247,6 +273,28 @@ def _measure_output(
     record.content_ok = digest == expected
     if not record.content_ok:
         record.error = f"content differs from the input: {digest} != {expected}"
+
+
+def _print_run(name: str, rnd: int, repeat: int, rec: RunRecord) -> None:
+    status = "ok" if rec.ok and rec.content_ok else f"FAILED ({rec.error})"
+    label = f"floor = {rec.variant}" if rec.contender == "copy" else rec.contender
+    print(
+        f"  [{name} round {rnd + 1}/{repeat}] {label:22s} "
+        f"{_fmt(rec.wall_s)} s, {_fmt((rec.peak_rss_bytes or 0) / MB, 0)} MB peak, "
+        f"read amp {_fmt(rec.read_amp, 3)}, "
+        f"output {_fmt((rec.output_bytes or 0) / MB, 1)} MB: {status}",
+        flush=True,
+    )
+
+
+def _with_variants(contenders: list[str]) -> list[str]:
+    """The contenders with every plain copy listed after the floor."""
+    out: list[str] = []
+    for c in contenders:
+        out.append(c)
+        if c == "copy":
+            out.extend(f"copy:{v}" for v in COPY_VARIANTS)
+    return out
 
 
 # ----------------------------------------------------------------------------- summaries
@@ -280,6 +328,10 @@ def summarize(records: list[RunRecord], contenders: list[str], unavailable: dict
         s.read_amp = _median([r.read_amp for r in good if r.read_amp is not None])
         s.output_mb = _median([r.output_bytes / MB for r in good if r.output_bytes is not None])
         s.output_files = good[-1].output_files
+        if c == "copy":
+            s.floor_variants = {}
+            for r in good:
+                s.floor_variants[r.variant or "?"] = s.floor_variants.get(r.variant or "?", 0) + 1
         s.output_row_groups = good[-1].output_row_groups
         if s.content_ok is None:
             s.content_ok = all(r.content_ok for r in good)
@@ -325,7 +377,7 @@ def print_table(title: str, summaries: dict[str, Summary]) -> None:
         ok = "n/a" if s.content_ok is None else ("yes" if s.content_ok else "NO")
         rows.append(
             [
-                LABELS[s.contender],
+                _label(s.contender),
                 _fmt(s.wall_s),
                 _fmt(s.wall_x_copy, suffix="×"),
                 _fmt(s.peak_rss_mb, 0),
@@ -344,7 +396,16 @@ def print_table(title: str, summaries: dict[str, Summary]) -> None:
         print(" | ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)))
     for s in summaries.values():
         if s.error:
-            print(f"  {LABELS[s.contender]}: n/a or failed: {s.error}")
+            print(f"  {_label(s.contender)}: n/a or failed: {s.error}")
+        if s.floor_variants:
+            shown = ", ".join(f"{v} ({n} of {s.runs})" for v, n in sorted(s.floor_variants.items()))
+            print(f"  copy floor = the fastest plain copy of each round: {shown}")
+
+
+def _label(contender: str) -> str:
+    if contender.startswith("copy:"):
+        return f"  plain copy {contender[5:]}"
+    return LABELS[contender]
 
 
 def evaluate_targets(scales: dict[str, dict[str, Any]], scale1: str | None) -> list[dict[str, Any]]:
@@ -357,10 +418,12 @@ def evaluate_targets(scales: dict[str, dict[str, Any]], scale1: str | None) -> l
 
     ours1 = scales[scale1]["summary"]["ours"] if scale1 else None
     if ours1 is not None:
-        add(f"ours wall ≤ {WALL_X_COPY_MAX}× copy ({scale1})", ours1.wall_x_copy, WALL_X_COPY_MAX)
+        add(f"ours wall ≤ {WALL_X_COPY_MAX}× copy floor ({scale1})", ours1.wall_x_copy, WALL_X_COPY_MAX)
         add(f"ours peak RSS ≤ copy's ({scale1})", ours1.rss_x_copy, RSS_X_COPY_MAX)
     for name, scale in scales.items():
         ours = scale["summary"]["ours"]
+        if name != scale1:
+            add(f"ours wall ≤ {WALL_X_COPY_MAX_LARGE}× copy floor ({name})", ours.wall_x_copy, WALL_X_COPY_MAX_LARGE)
         if name != scale1 and ours1 is not None:
             ratio = ours.peak_rss_mb / ours1.peak_rss_mb if ours.peak_rss_mb is not None and ours1.peak_rss_mb else None
             scale["ours_rss_x_scale1"] = ratio
@@ -409,14 +472,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--repeat", type=int, help="paired rounds per scale (default 5 at scale 1, 1 above)")
     p.add_argument("--quick", action="store_true", help="a much smaller workload, one round: a smoke test")
     p.add_argument(
-        "--contenders",
-        default=",".join(DEFAULT_CONTENDERS),
-        help=f"comma-separated subset of {','.join(CONTENDERS)}",
+        "--contenders", default=",".join(CONTENDERS), help=f"comma-separated subset of {','.join(CONTENDERS)}"
     )
-    p.add_argument(
-        "--partitions", type=int, default=1, help="partitions in the table, each a copy of the workload (default 1)"
-    )
-    p.add_argument("--workers", type=int, default=1, help="partitions rewritten at once by ours and spawn (default 1)")
     p.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
     p.add_argument("--workdir", type=Path, default=HERE / ".work", help="where tables are built and copied")
     p.add_argument("--rebuild", action="store_true", help="rebuild cached workload tables")
@@ -425,6 +482,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--keep-runs", action="store_true", help="keep each run's output table (last round only)")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds before a run is killed")
     p.add_argument("--json", type=Path, help="write every figure to this JSON file")
+    p.add_argument("--no-cases", action="store_true", help="skip the duplicates and text/binary cases (scale 1)")
+    p.add_argument("--case-repeat", type=int, default=3, help="paired rounds of the duplicates case (default 3)")
     return p.parse_args(argv)
 
 
@@ -437,6 +496,78 @@ def _versions() -> dict[str, str]:
         "deltalake": deltalake.__version__,
         "pyarrow": pyarrow.__version__,
     }
+
+
+def run_duplicates_case(
+    base: _workload.Workload, unique: _measure.Digest, ctx: Context, args: argparse.Namespace
+) -> dict[str, Any]:
+    """The scale-1 partition with 10 % of its rows appended again: the copy floor against ``rorder``
+    with ``unique_by`` (which must drop exactly the re-appended rows)."""
+    workload = _workload.with_duplicates(base, DUPLICATE_SHARE)
+    source = _workload.build(workload, args.workdir / "tables", rebuild=args.rebuild)
+    expected = _measure.delta_digest(source, _workload.DATA_COLUMNS)
+    repeat = args.case_repeat
+    print(
+        f"\n== {workload.name}: {workload.rows:,} rows ({workload.duplicates:,} appended twice); "
+        f"ours with unique_by={SORT_BY}; {repeat} round(s)",
+        flush=True,
+    )
+    records: list[RunRecord] = []
+    for rnd in range(repeat):
+        for contender in ("copy", "ours") if rnd % 2 == 0 else ("ours", "copy"):
+            if contender == "copy":
+                recs = run_copies(source, expected, ctx, rnd, 0)
+            else:
+                recs = [run_one("ours", source, expected, ctx, rnd, 1, extra=[SORT_BY], expected_ours=unique)]
+            for rec in recs:
+                records.append(rec)
+                _print_run(workload.name, rnd, repeat, rec)
+    summary = summarize(records, _with_variants(["copy", "ours"]), {})
+    print_table(f"{workload.name}: medians of {repeat} paired round(s); ours content = the unique rows", summary)
+    return {
+        "workload": {**asdict(workload), "rows": workload.rows},
+        "runs": [asdict(r) for r in records],
+        "summary": summary,
+    }
+
+
+def run_text_cases(ctx: Context, args: argparse.Namespace) -> dict[str, Any]:
+    """String- and binary-heavy partitions (one repeated 200-byte value, dictionary-encoded in
+    Parquet) rewritten under a small ``memory_budget``: Arrow's peak allocation against the budget."""
+    budget = TEXT_BUDGET_MB * MB
+    print(f"\n== text and binary columns: memory_budget {TEXT_BUDGET_MB} MiB, Arrow pool peak", flush=True)
+    out: dict[str, Any] = {}
+    for kind in ("string", "binary"):
+        source = _workload.build_text(kind, args.workdir / "tables", rebuild=args.rebuild)
+        run_dir = ctx.workdir / "runs" / f"text-{kind}"
+        if run_dir.exists():
+            shutil.rmtree(run_dir)
+        shutil.copytree(source, run_dir / "table")
+        script = str(HERE / "_run_contender.py")
+        cmd = [sys.executable, script, "ours-budget", str(run_dir / "table"), SORT_BY, str(budget)]
+        proc = _measure.run_measured(cmd, cwd=str(run_dir), timeout=ctx.timeout)
+        row: dict[str, Any] = {"ok": proc.ok, "wall_s": proc.wall_s, "peak_rss_mb": proc.peak_rss_bytes / MB}
+        if proc.ok:
+            figures = json.loads(proc.stdout_tail.strip().splitlines()[-1])
+            row["arrow_peak_mb"] = figures["arrow_peak_bytes"] / MB
+            row["x_budget"] = figures["arrow_peak_bytes"] / budget
+            from deltalake import DeltaTable
+
+            rows = DeltaTable(str(run_dir / "table")).count()
+            row["rows_ok"] = rows == _workload.TEXT_ROWS
+        else:
+            row["error"] = _last_line(proc.stderr_tail)
+        if not ctx.keep_runs:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        out[kind] = row
+        print(
+            f"  {kind:6s}-heavy: {_workload.TEXT_ROWS:,} rows, {_fmt(row['wall_s'])} s, "
+            f"Arrow peak {_fmt(row.get('arrow_peak_mb'), 1)} MiB = {_fmt(row.get('x_budget'))}× the budget, "
+            f"process peak RSS {_fmt(row['peak_rss_mb'], 0)} MB, rows ok: {row.get('rows_ok', 'n/a')}"
+            + (f" FAILED: {row['error']}" if "error" in row else ""),
+            flush=True,
+        )
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -454,22 +585,13 @@ def main(argv: list[str] | None = None) -> int:
 
     unavailable: dict[str, str] = {}
     original_python: Path | None = None
-    for mine in ("ours", "spawn"):
-        if mine in contenders and (reason := check_ours()):
-            unavailable[mine] = reason
+    if "ours" in contenders and (reason := check_ours()):
+        unavailable["ours"] = reason
     if "original" in contenders:
         original_python, reason = ensure_original(args.original_venv, args.workdir / "venv-original.log")
         if reason:
             unavailable["original"] = reason
-    ctx = Context(
-        args.workdir,
-        original_python,
-        args.original_keep_sleep,
-        args.keep_runs,
-        args.timeout,
-        partitions=args.partitions,
-        workers=args.workers,
-    )
+    ctx = Context(args.workdir, original_python, args.original_keep_sleep, args.keep_runs, args.timeout)
     runnable = [c for c in contenders if c not in unavailable]
     warm_up(runnable, original_python)
 
@@ -481,8 +603,6 @@ def main(argv: list[str] | None = None) -> int:
         "versions": _versions(),
         "quick": args.quick,
         "seed": args.seed,
-        "partitions": args.partitions,
-        "workers": args.workers,
         "contenders": contenders,
         "unavailable": unavailable,
         "original_keep_sleep": args.original_keep_sleep,
@@ -505,14 +625,13 @@ def main(argv: list[str] | None = None) -> int:
             scale1_name = workload.name
         repeat = args.repeat or (1 if args.quick or scale > 1 else 5)
         t0 = time.perf_counter()
-        source = _workload.build(workload, args.workdir / "tables", rebuild=args.rebuild, partitions=args.partitions)
+        source = _workload.build(workload, args.workdir / "tables", rebuild=args.rebuild)
         build_s = time.perf_counter() - t0
         inputs = _measure.delta_partition_files(source, _workload.PARTITION_COLUMN, _workload.PARTITION_VALUE)
         input_bytes = sum(size for _, size in inputs)
         expected = _measure.delta_digest(source, _workload.DATA_COLUMNS)
         print(
             f"\n== {workload.name}: {workload.rows:,} rows in {len(inputs)} files, {input_bytes / MB:.1f} MB "
-            f"per partition, {args.partitions} partition(s), {args.workers} worker(s) "
             f"(ready in {build_s:.1f} s); {repeat} round(s)",
             flush=True,
         )
@@ -521,35 +640,48 @@ def main(argv: list[str] | None = None) -> int:
             shift = rnd % len(runnable)
             order = runnable[shift:] + runnable[:shift]
             for pos, contender in enumerate(order):
-                rec = run_one(contender, source, expected, ctx, rnd, pos)
-                records.append(rec)
-                status = "ok" if rec.ok and rec.content_ok else f"FAILED ({rec.error})"
-                print(
-                    f"  [{workload.name} round {rnd + 1}/{repeat}] {contender:8s} "
-                    f"{_fmt(rec.wall_s)} s, {_fmt((rec.peak_rss_bytes or 0) / MB, 0)} MB peak, "
-                    f"read amp {_fmt(rec.read_amp, 3)}, "
-                    f"output {_fmt((rec.output_bytes or 0) / MB, 1)} MB: {status}",
-                    flush=True,
-                )
-        summary = summarize(records, contenders, unavailable)
+                if contender == "copy":
+                    recs = run_copies(source, expected, ctx, rnd, pos)
+                else:
+                    recs = [run_one(contender, source, expected, ctx, rnd, pos)]
+                records.extend(recs)
+                for rec in recs:
+                    _print_run(workload.name, rnd, repeat, rec)
+        summary = summarize(records, _with_variants(contenders), unavailable)
         results[workload.name] = {
             "workload": {**asdict(workload), "rows": workload.rows, "files": workload.files},
             "build_s": build_s,
             "input_bytes": input_bytes,
             "input_digest": str(expected),
+            "input_digest_obj": expected,
             "repeat": repeat,
             "runs": [asdict(r) for r in records],
             "summary": summary,
         }
         print_table(f"{workload.name}: medians of {repeat} paired round(s)", summary)
-        threads, pool = summary.get("ours"), summary.get("spawn")
-        if threads and pool and threads.wall_x_copy and pool.wall_x_copy and threads.peak_rss_mb and pool.peak_rss_mb:
-            print(
-                f"  worker threads / spawn pool ({args.partitions} partitions, {args.workers} workers): wall "
-                f"{threads.wall_x_copy / pool.wall_x_copy:.2f}×, peak RSS {threads.peak_rss_mb / pool.peak_rss_mb:.2f}×"
-            )
 
+    cases: dict[str, Any] = {}
+    if not args.no_cases and 1 in scales and "ours" in runnable and scale1_name is not None:
+        unique = results[scale1_name]["input_digest_obj"]
+        cases["duplicates"] = run_duplicates_case(
+            _workload.workload_for(1, args.seed, quick=args.quick), unique, ctx, args
+        )
+        cases["text"] = run_text_cases(ctx, args)
+    for scale in results.values():
+        scale.pop("input_digest_obj", None)
     targets = evaluate_targets(results, scale1_name)
+    for kind, row in cases.get("text", {}).items():
+        value = row.get("x_budget")
+        passed = None if value is None else value <= ARROW_X_BUDGET_MAX and bool(row.get("rows_ok"))
+        targets.append(
+            {
+                "target": f"ours Arrow peak ≤ {ARROW_X_BUDGET_MAX}× memory_budget, {kind}-heavy partition",
+                "value": value,
+                "limit": ARROW_X_BUDGET_MAX,
+                "passed": passed,
+                "detail": "",
+            }
+        )
     for name, scale in results.items():
         if "ours_rss_x_scale1" in scale:
             print(f"\nours peak RSS at {name} / at {scale1_name}: {_fmt(scale['ours_rss_x_scale1'])}×")
@@ -562,6 +694,10 @@ def main(argv: list[str] | None = None) -> int:
             "scales": {
                 name: {**scale, "summary": {c: asdict(s) for c, s in scale["summary"].items()}}
                 for name, scale in results.items()
+            },
+            "cases": {
+                k: ({**v, "summary": {c: asdict(s) for c, s in v["summary"].items()}} if "summary" in v else v)
+                for k, v in cases.items()
             },
             "targets": targets,
         }

@@ -30,6 +30,8 @@ RUN_TAG = "deltaextras.run"
 # Share of distinct values below which a column gets a dictionary.
 DICTIONARY_RATIO = 0.10
 SAMPLE_ROWS = 100_000
+# Counting distinct values copies them into a hash table: text columns are sampled by bytes too.
+SAMPLE_BYTES = 4 * 1024 * 1024
 
 
 def layout_signature(by: str, sort_by: tuple[tuple[str, str], ...], unique_by: tuple[str, ...]) -> str:
@@ -55,7 +57,7 @@ def writer_properties(schema: pa.Schema, sample: pa.Table, by: str) -> dict[str,
             continue
         if pa.types.is_nested(t) or pa.types.is_boolean(t) or pa.types.is_null(t):
             continue  # writer defaults
-        low_card = _low_cardinality(head.column(field.name)) if head.num_rows else True
+        low_card = _low_cardinality(_bounded(head.column(field.name))) if head.num_rows else True
         if low_card:
             dictionary.append(field.name)
         elif pa.types.is_floating(t):
@@ -72,6 +74,13 @@ def writer_properties(schema: pa.Schema, sample: pa.Table, by: str) -> dict[str,
         "write_page_index": True,
         "write_statistics": True,
     }
+
+
+def _bounded(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """The head of a column holding at most about ``SAMPLE_BYTES``."""
+    if column.nbytes <= SAMPLE_BYTES:
+        return column
+    return column.slice(0, max(1, int(len(column) * SAMPLE_BYTES / column.nbytes)))
 
 
 def _low_cardinality(column: pa.ChunkedArray) -> bool:

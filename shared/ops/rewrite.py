@@ -1,12 +1,15 @@
 """The streaming rewrite of one partition: read the live rows of its files (deletion vectors applied),
 and write files where each value of ``by`` fills its own row group(s), values ascending.
 
-Memory is bounded by ``memory_budget`` (Arrow bytes held at once) plus one input batch, unless a
-single value alone is larger. When the partition fits, it is read in one pass. Otherwise the value
-domain is cut into passes that each fit: row groups whose statistics fall inside one pass are read in
-that pass; row groups that span several passes (random order) are decoded once and spilled, split by
-pass, to local Arrow IPC files. Every pass's rows are de-duplicated, sorted and written in order,
-so the output is the same however many passes it takes.
+Memory is bounded by ``memory_budget`` (Arrow bytes held at once, estimated as decoding will produce
+them) plus the readers' and writers' buffers, unless a single value alone is larger: a pass's rows
+plus one reordered copy of its widest column fit 1.25 budgets. When the partition fits, it is read in
+one pass. Otherwise the value domain is cut into passes that each fit: row groups whose statistics
+fall inside one pass are read in that pass; row groups that span several passes (random order) are
+decoded once (the next batch in a second thread) and spilled, split by pass, to local Arrow IPC
+files. Every pass's rows are de-duplicated, sorted on indices and written value by value, each group
+of values gathered in a second thread while the previous group is encoded, so the output is the same
+however many passes it takes.
 
 Example:
     >>> import tempfile, pyarrow as pa
@@ -44,7 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..core.arrays import bool_array, int64_array
+from ..core.arrays import bool_array, bool_numpy, int64_array, py_value, scalar
 from ..core.schema import conform
 from ..core.snapshot import LiveFile, TableSnapshot, open_data_file
 from ..core.stats import DEFAULT_INDEXED_COLUMNS, StatsCollector
@@ -55,9 +58,13 @@ from .options import RorderOptions
 log = logging.getLogger(__name__)
 
 ROW_GROUP_MAX_BYTES = 128 * 1024 * 1024
-SPILL_BATCH_ROWS = 65_536
+SPILL_BATCH_ROWS = 262_144
+SAMPLE_ROWS = 4_096  # rows decoded per input file to measure variable-width columns
+PASS_HEADROOM = 1.25  # a pass's rows plus one reordered column fit this many budgets (see _pass_capacity)
 RELEASE_EVERY = 16 * 1024 * 1024
 READ_THREADS = 2
+SORT_THREADS = 2
+GATHER_GROUPS = 16  # a pass's values are gathered in about this many groups
 _HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 _HIVE_SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
@@ -88,6 +95,8 @@ class RewriteResult:
     passes: int = 0
     spilled_bytes: int = 0
     values: int = 0
+    # Wall seconds per phase (open, plan, spill, read, dedup, sort, take, order, encode, stats, finish).
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -168,21 +177,30 @@ class PartitionRewriter:
         self.indexed_columns = int(cfg.get("delta.dataSkippingNumIndexedCols", DEFAULT_INDEXED_COLUMNS))
         self._row_bits = sum(_fixed_bits(f.type) for f in self.target)
         self._variable_columns = {f.name for f in self.target if not _fixed_bits(f.type)}
+        # Estimated Arrow bytes of each column over all inputs: the pass planner sizes passes so the
+        # rows plus one reordered copy of the widest column fit the budget.
+        self._column_bytes = dict.fromkeys(self.target.names, 0)
         self.result = RewriteResult()
         self._parquet: list[pq.ParquetFile] = []
         self._masks: list[np.ndarray | None] = []
         self._row_groups: list[_RowGroup] = []
         self._spill_dir: str | None = None
         self._writer: _OutputWriter | None = None
+        self._capacity = options.memory_budget
+        self._values: pa.Array = pa.nulls(0, self.by_type)  # pa.array() would import pandas
+        self._value_pass = np.zeros(1, dtype=np.int32)
 
     # ------------------------------------------------------------------ driver
     def run(self) -> RewriteResult:
         """Rewrite; on any failure delete the files written so far and re-raise."""
         try:
-            self._open_inputs()
-            passes = self._plan_passes()
+            with _timed(self.result, "open"):
+                self._open_inputs()
+            with _timed(self.result, "plan"):
+                passes = self._plan_passes()
             self.result.passes = len(passes)
-            spills = self._spill(passes) if len(passes) > 1 else {}
+            with _timed(self.result, "spill"):
+                spills = self._spill(passes) if len(passes) > 1 else {}
             for k, p in enumerate(passes):
                 started = time.monotonic()
                 # The pass's rows are handed over, not kept here: _write_pass frees them column by column.
@@ -191,7 +209,8 @@ class PartitionRewriter:
                 self.progress(
                     f"pass {k + 1}/{len(passes)} ({p.label()}): {rows} rows in {time.monotonic() - started:.2f}s"
                 )
-            outputs = self._writer.close() if self._writer else []
+            with _timed(self.result, "finish"):
+                outputs = self._writer.close() if self._writer else []
             self.result.outputs = outputs
             self.result.rows_out = sum(o.rows for o in outputs)
             expected = self.result.rows_in  # live rows read, deletion vectors applied
@@ -237,6 +256,7 @@ class PartitionRewriter:
             self._masks.append(mask)
             leaf = _leaf_index(pf, self.by)
             trusted = _comparable_stats(pf, self.by, self.by_type)
+            widths = self._decoded_widths(pf)
             offset = 0
             for i in range(md.num_row_groups):
                 rg = md.row_group(i)
@@ -253,7 +273,8 @@ class PartitionRewriter:
                                 lo = hi = None
                 elif leaf is None and rg.num_rows:
                     nulls = rg.num_rows  # column absent from this file: every row is null
-                self._row_groups.append(_RowGroup(fi, i, offset, rg.num_rows, self._estimate(pf, rg), lo, hi, nulls))
+                est = self._estimate(rg, widths)
+                self._row_groups.append(_RowGroup(fi, i, offset, rg.num_rows, est, lo, hi, nulls))
                 offset += rg.num_rows
 
     def _stat_value(self, value: Any) -> Any:
@@ -276,31 +297,70 @@ class PartitionRewriter:
             return None
         return value
 
-    def _estimate(self, pf: pq.ParquetFile, rg: Any) -> int:
-        """Arrow bytes of a row group, once decoded (fixed widths exactly, variable ones from Parquet)."""
+    def _decoded_widths(self, pf: pq.ParquetFile) -> dict[str, float]:
+        """Arrow bytes per row of each variable-width column of a file, measured on a decoded sample.
+
+        Parquet's sizes say little about decoded text: a dictionary-encoded column of one repeated
+        200-character string is a few bytes a row in the file and 204 in Arrow.
+        """
+        names = [n for n in self.target.names if n in self._variable_columns and n in pf.schema_arrow.names]
+        md = pf.metadata
+        if not names or not md.num_row_groups or not md.row_group(0).num_rows:
+            return {}
+        rows = min(SAMPLE_ROWS, md.row_group(0).num_rows)
+        batch = next(pf.iter_batches(batch_size=rows, row_groups=[0], columns=names, use_threads=False))
+        widths = {}
+        for name in names:
+            column = batch.column(batch.schema.get_field_index(name))
+            if pa.types.is_dictionary(column.type):
+                column = column.dictionary_decode()
+            widths[name] = column.nbytes / max(1, len(column))
+        return widths
+
+    def _estimate(self, rg: Any, widths: dict[str, float]) -> int:
+        """Arrow bytes of a row group once decoded: fixed widths exactly; variable ones as the larger of
+        the file's decoded sample and Parquet's uncompressed size x 1.5."""
+        for f in self.target:
+            bits = _fixed_bits(f.type)
+            if bits:
+                self._column_bytes[f.name] += bits * rg.num_rows // 8
         total = self._row_bits * rg.num_rows // 8
         for j in range(rg.num_columns):
             col = rg.column(j)
             name = col.path_in_schema.split(".")[0]
             if name in self._variable_columns:
-                total += int(col.total_uncompressed_size * 1.5) + 8 * rg.num_rows
+                parquet = int(col.total_uncompressed_size * 1.5) + 8 * rg.num_rows
+                size = max(parquet, int(widths.get(name, 0.0) * rg.num_rows))
+                self._column_bytes[name] += size
+                total += size
         return total
+
+    def _pass_capacity(self, total: int) -> int:
+        """Estimated row bytes one pass may hold: sorting a pass reorders one column at a time, so the
+        rows plus a copy of the widest column must fit ``memory_budget`` with a quarter to spare for
+        the readers' and writers' buffers."""
+        widest = max(self._column_bytes.values(), default=0) / max(1, total)
+        return int(self.options.memory_budget * PASS_HEADROOM / (1.0 + widest))
 
     # ------------------------------------------------------------------ passes
     def _plan_passes(self) -> list[_Pass]:
         total = sum(rg.est_bytes for rg in self._row_groups)
-        if total <= self.options.memory_budget:
+        capacity = min(self.options.memory_budget, self._pass_capacity(total))
+        self._capacity = capacity
+        if total <= capacity:
             for rg in self._row_groups:
                 rg.passes = [0]
             return [_Pass(everything=True)]
         null_rows = 0
         counts: dict[Any, int] = {}
         scalars: dict[Any, pa.Scalar] = {}  # the same values as Arrow scalars of the column's type
+        distinct: list[pa.Array] = []
         for rg in self._row_groups:
             col = self._read_by_column(rg)
             null_rows += col.null_count
             vc = pc.value_counts(col.drop_null())
             found = vc.field("values")
+            distinct.append(found)
             for j, (v, c) in enumerate(zip(found.to_pylist(), vc.field("counts").to_pylist(), strict=True)):
                 if v not in counts:
                     counts[v] = 0
@@ -313,7 +373,7 @@ class PartitionRewriter:
         acc = 0.0
         for i, value in enumerate(ordered):
             size = counts[value] * per_row
-            if spans and acc + size <= self.options.memory_budget:
+            if spans and acc + size <= capacity:
                 spans[-1][1] = i
                 acc += size
             else:
@@ -327,6 +387,16 @@ class PartitionRewriter:
             passes.append(_Pass(nulls_only=True))
         for rg in self._row_groups:
             rg.passes = [k for k, p in enumerate(passes) if _overlaps(rg, p)]
+        # Every distinct value and its pass, to route spilled rows with one hash lookup per row.
+        self._values = pc.unique(pa.concat_arrays(distinct)) if distinct else pa.nulls(0, self.by_type)
+        self._value_pass = np.full(len(self._values) + 1, -1, dtype=np.int32)  # last slot: null
+        for k, p in enumerate(passes):
+            if p.nulls_only:
+                self._value_pass[-1] = k
+            else:
+                self._value_pass[:-1][
+                    bool_numpy(pc.fill_null(_pass_mask(self._values, p), scalar(False, pa.bool_())))
+                ] = k
         _release()
         self.progress(f"{len(ordered)} values in {len(passes)} passes (about {total / 2**20:.0f} MiB of rows)")
         return passes
@@ -339,31 +409,42 @@ class PartitionRewriter:
         return conform(t, pa.schema([self.target.field(self.by)]), self.files[rg.file].path).column(0)
 
     def _spill(self, passes: list[_Pass]) -> dict[int, str]:
-        """Decode every row group that spans several passes once, and split its rows by pass to disk."""
+        """Decode every row group that spans several passes once, and split its rows by pass to disk.
+
+        The next batch is decoded in a second thread while this one is routed: each row's pass comes
+        from one hash lookup of its value, the batch is put in pass order with one gather, and each
+        pass's slice is appended to that pass's file (Arrow IPC, uncompressed unless
+        ``DELTAEXTRAS_SPILL_COMPRESSION`` says ``lz4`` or ``zstd``).
+        """
         wide = [rg for rg in self._row_groups if len(rg.passes) > 1]
         if not wide:
             return {}
         base = os.environ.get("DELTAEXTRAS_SPILL_DIR") or None
         self._spill_dir = tempfile.mkdtemp(prefix="deltaextras-spill-", dir=base)
-        # Spill files are Parquet (lz4, plain): read back one column at a time, each column's memory
-        # stays in pages of its own and is returned as soon as that column has been reordered.
-        writers: dict[int, pq.ParquetWriter] = {}
+        writers: dict[int, Any] = {}
         paths: dict[int, str] = {}
+        options = pa.ipc.IpcWriteOptions(compression=_spill_compression())
+        batches = (table for rg in wide for table in self._iter_row_group(rg, self._spill_batch_rows(rg)))
+        since_release = 0
         try:
-            for rg in wide:
-                for table in self._iter_row_group(rg, SPILL_BATCH_ROWS):
-                    by_col = table.column(self.by)
-                    for k in rg.passes:
-                        part = table.filter(_pass_mask(by_col, passes[k]))
-                        if not part.num_rows:
-                            continue
-                        if k not in writers:
-                            paths[k] = os.path.join(self._spill_dir, f"pass-{k:05d}.parquet")
-                            writers[k] = pq.ParquetWriter(
-                                paths[k], self.target, compression="lz4", use_dictionary=False, write_statistics=False
-                            )
-                        writers[k].write_table(part)
-                _release()
+            for table in _prefetched(batches):
+                ids = self._pass_ids(table.column(self.by))
+                counts = np.bincount(ids[ids >= 0], minlength=len(passes))
+                order = np.argsort(ids, kind="stable").astype(np.int32)
+                routed = table.take(_index_array(order[int(np.count_nonzero(ids < 0)) :]))
+                del table, order
+                start = 0
+                for k in np.flatnonzero(counts).tolist():
+                    if k not in writers:
+                        paths[k] = os.path.join(self._spill_dir, f"pass-{k:05d}.arrows")
+                        writers[k] = pa.ipc.new_file(paths[k], self.target, options=options)
+                    writers[k].write_table(routed.slice(start, int(counts[k])))
+                    start += int(counts[k])
+                since_release += routed.nbytes
+                del routed
+                if since_release > RELEASE_EVERY:
+                    _release()
+                    since_release = 0
         finally:
             for w in writers.values():
                 w.close()
@@ -371,6 +452,17 @@ class PartitionRewriter:
         self.result.spilled_bytes = sum(os.path.getsize(p) for p in paths.values())
         self.progress(f"spilled {len(wide)} wide row groups ({self.result.spilled_bytes / 2**20:.1f} MiB)")
         return paths
+
+    def _pass_ids(self, column: pa.ChunkedArray) -> np.ndarray:
+        """The pass of each row (-1: none, which the final row count would report)."""
+        found = pc.index_in(column, value_set=self._values)
+        slots = _indices(pc.fill_null(found.cast(pa.int32()), scalar(len(self._values), pa.int32())))
+        return self._value_pass[slots]
+
+    def _spill_batch_rows(self, rg: _RowGroup) -> int:
+        """Rows per decoded batch while spilling: an eighth of a pass, at most SPILL_BATCH_ROWS."""
+        per_row = max(1.0, rg.est_bytes / max(1, rg.rows))
+        return max(256, min(SPILL_BATCH_ROWS, int(self._capacity / 8 / per_row)))
 
     def _iter_row_group(self, rg: _RowGroup, batch_rows: int) -> Iterator[pa.Table]:
         pf = self._parquet[rg.file]
@@ -386,6 +478,10 @@ class PartitionRewriter:
             yield table
 
     def _gather(self, k: int, p: _Pass, spill: str | None) -> pa.Table:
+        with _timed(self.result, "read"):
+            return self._read_pass(k, spill)
+
+    def _read_pass(self, k: int, spill: str | None) -> pa.Table:
         pieces: list[pa.Table] = []
         by_file: dict[int, list[_RowGroup]] = {}
         for rg in self._row_groups:
@@ -417,10 +513,12 @@ class PartitionRewriter:
         return pa.concat_tables(pieces)
 
     def _read_spill(self, path: str) -> pa.Table:
-        spill = pq.ParquetFile(path)
+        """One pass's spilled rows, a column at a time (each decompressed and made contiguous alone)."""
         arrays = []
-        for name in self.target.names:
-            arrays.append(spill.read(columns=[name], use_threads=False).column(0).combine_chunks())
+        for j in range(len(self.target)):
+            with pa.memory_map(path) as source:
+                reader = pa.ipc.open_file(source, options=pa.ipc.IpcReadOptions(included_fields=[j]))
+                arrays.append(reader.read_all().column(0).combine_chunks())
             _release()
         return pa.Table.from_arrays(arrays, schema=self.target)
 
@@ -446,51 +544,105 @@ class PartitionRewriter:
     def _write_pass(self, table: pa.Table) -> int:
         """Sort one pass's rows and write them value by value; returns the rows written.
 
-        Rows are first put in ``by`` order (cheap: few distinct values), column by column so that at
-        most one column exists twice at any moment; then each value's rows are sorted by ``sort_by``
-        on their own while they are written, so no second full copy of the pass is ever made.
+        The rows are never reordered as a whole: their columns are made contiguous (one column at a
+        time, so at most one column exists twice), the permutation that puts them in ``by`` then
+        ``sort_by`` order is computed on indices (each value's inner sort on its own, two at a time),
+        and each value's rows are gathered while the previous value's are being encoded — so a
+        pass holds its rows once plus two values' rows in flight.
         """
         if not table.num_rows:
             return 0
+        with _timed(self.result, "combine"):
+            columns = list(table.columns)
+            schema = table.schema
+            del table
+            for i in range(len(columns)):
+                col = columns[i]  # take on chunks would concatenate them per call
+                columns[i] = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+                del col
+                _release()
+            table = pa.Table.from_arrays(columns, schema=schema)
         if self.options.unique_by:
-            kept = self._deduplicate(table)
-            if self.on_duplicates is not None and kept.num_rows < table.num_rows:
-                self.on_duplicates(dropped_duplicates(table, self.unique_keys, table.num_rows - kept.num_rows))
-            table = kept
-            del kept
-        rows = table.num_rows
-        by_col = table.column(self.by).combine_chunks()  # sorting one array is ~50x faster than chunks
-        run_ends = self._run_ends(by_col)
-        order = pc.array_sort_indices(by_col, null_placement="at_end").cast(pa.int32() if rows < 2**31 else pa.int64())
-        del by_col
-        columns = list(table.columns)
-        schema = table.schema
-        del table
-        _release()
-        for i in range(len(columns)):
-            columns[i] = columns[i].take(order).combine_chunks()
-            _release()  # the old column's many small buffers are free now: give their pages back
-        del order
-        table = pa.Table.from_arrays(columns, schema=schema)
+            with _timed(self.result, "dedup"):
+                keep = self._deduplicate(table)
+                if keep is not None:
+                    if self.on_duplicates is not None:
+                        self.on_duplicates(dropped_rows(table, keep))
+                    del table
+                    for i in range(len(columns)):  # one column at a time: the pass never exists twice
+                        columns[i] = columns[i].take(keep)
+                        _release()
+                    table = pa.Table.from_arrays(columns, schema=schema)
+                del keep
         del columns
+        rows = table.num_rows
+        with _timed(self.result, "sort"):
+            perm, run_ends = self._permutation(table)
         if self._writer is None:
             self._writer = _OutputWriter(self, writer_properties(self.target, table, self.by))
-        for run in self._sorted_runs(table, run_ends):
-            self._writer.write_value(run)
-            self.result.values += 1
+        writer = self._writer
+        indices = _index_array(perm)
+        del perm
+        # Values are gathered a group at a time (few hand-overs between the threads: on a busy
+        # machine each one waits for a time slice), each group while the previous one is encoded.
+        groups = _groups(run_ends, max(1, rows // GATHER_GROUPS))
+
+        def gather(ends: list[int]) -> tuple[pa.Table, list[int]]:
+            start = ends[0]
+            with _timed(self.result, "take"):
+                return table.take(indices.slice(start, ends[-1] - start)), ends
+
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending = pool.submit(gather, groups[0])
+            for k in range(len(groups)):
+                gathered, ends = pending.result()
+                if k + 1 < len(groups):
+                    pending = pool.submit(gather, groups[k + 1])
+                for a, b in itertools.pairwise(ends):
+                    writer.write_value(gathered.slice(a - ends[0], b - a))
+                    self.result.values += 1
+                del gathered
         return rows
 
-    def _sorted_runs(self, table: pa.Table, run_ends: list[int]) -> Iterator[pa.Table]:
-        """Each value's rows, in ``sort_by`` order."""
+    def _permutation(self, table: pa.Table) -> tuple[np.ndarray, list[int]]:
+        """Row indices in ``by`` order then ``sort_by`` order within each value, and where each value ends."""
+        by_col = table.column(self.by).chunk(0)
+        run_ends = self._run_ends(by_col)
+        order = _indices(pc.array_sort_indices(by_col, null_placement="at_end"))
+        del by_col
         inner = self.sort_keys[1:]
-        names = [k for k, _, _ in inner]
-        start = 0
-        for end in run_ends:
-            run = table.slice(start, end - start)
-            if inner and run.num_rows > 1:
-                run = run.take(pc.sort_indices(run.select(names), sort_keys=inner))
-            yield run
-            start = end
+        if not inner:
+            return order, run_ends
+        keys = table.select([name for name, _, _ in inner])
+        perm = np.empty_like(order)
+
+        def sort_run(bounds: tuple[int, int]) -> None:
+            start, end = bounds
+            if end - start < 2:
+                perm[start:end] = order[start:end]
+                return
+            part = keys.take(_index_array(order[start:end]))
+            plain = _plain_integers(part.column(0)) if len(inner) == 1 else None
+            if plain is not None:
+                # Integers and times without nulls: NumPy's introsort, several times faster than a
+                # stable sort; rows with equal keys may change places (they are equal on the keys).
+                idx = np.argsort(plain)
+                perm[start:end] = order[start + (idx[::-1] if inner[0][1] == "descending" else idx)]
+                return
+            if len(inner) == 1:
+                idx = pc.array_sort_indices(part.column(0), order=inner[0][1], null_placement="at_end")
+            else:
+                idx = pc.sort_indices(part, sort_keys=inner)
+            perm[start:end] = order[start + _indices(idx)]
+
+        def sort_runs(ends: list[int]) -> None:
+            for bounds in itertools.pairwise(ends):
+                sort_run(bounds)
+
+        # One task per thread, each a contiguous share of the values.
+        with ThreadPoolExecutor(max_workers=SORT_THREADS) as pool:
+            list(pool.map(sort_runs, _groups(run_ends, -(-len(order) // SORT_THREADS))))
+        return perm, run_ends
 
     @staticmethod
     def _run_ends(by_col: pa.Array) -> list[int]:
@@ -499,51 +651,259 @@ class PartitionRewriter:
         order = pc.array_sort_indices(counts.field("values"), null_placement="at_end")
         return list(itertools.accumulate(counts.field("counts").take(order).to_pylist()))
 
-    def _deduplicate(self, table: pa.Table) -> pa.Table:
-        keyed = table.select(self.unique_keys).append_column("__row", int64_array(np.arange(table.num_rows)))
-        groups = keyed.group_by(self.unique_keys, use_threads=False).aggregate([("__row", "min"), ("__row", "count")])
-        dup = groups.filter(pc.greater(groups.column("__row_count"), 1))
-        if not dup.num_rows:
-            return table
-        # Rows sharing the key must be identical in every column; then keep the first of each.
-        listed = keyed.group_by(self.unique_keys, use_threads=False).aggregate([("__row", "list")])
-        multi = listed.filter(pc.greater(pc.list_value_length(listed.column("__row_list")), 1))
-        for row_ids in multi.column("__row_list").to_pylist():
-            rows = table.take(int64_array(np.array(row_ids))).to_pylist()
-            if any(r != rows[0] for r in rows[1:]):
-                key = {k: rows[0][k] for k in self.unique_keys}
+    def _deduplicate(self, table: pa.Table) -> pa.Array | None:
+        """The rows to keep (``None``: all): rows that repeat an earlier row on every column are dropped;
+        raises when rows share the key but differ.
+
+        Values compare as Spark's ``dropDuplicates`` groups them: NaN equals NaN (whatever its payload),
+        -0.0 equals 0.0, null equals null. Vectorized: rows are grouped by key — integer and time keys
+        without nulls through a 64-bit hash and one NumPy sort, any other key through Arrow's hash
+        grouping — and only the rows of repeated keys are compared, column by column, with the first
+        row of their key (a hash collision shows there as differing keys, and the exact grouping decides).
+        """
+        n = table.num_rows
+        hashed = _first_rows_hashed(table, self.unique_keys)
+        if hashed is not None:
+            firsts, members, owners = hashed
+            if len(firsts) == n:
+                return None
+            if all(
+                py_value(pc.all(_same_values(table.column(k).take(members), table.column(k).take(owners))))
+                for k in self.unique_keys
+            ):
+                return self._keep_firsts(table, firsts, members, owners)
+        firsts, members, owners = self._first_rows_exact(table)
+        if len(firsts) == n:
+            return None
+        return self._keep_firsts(table, firsts, members, owners)
+
+    def _first_rows_exact(self, table: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
+        """The first row of every key, and each later row of a repeated key beside its key's first row."""
+        keys = self.unique_keys
+        n = table.num_rows
+        keyed = pa.table({**{k: _canonical_floats(table.column(k)) for k in keys}, "__row": _row_numbers(n)})
+        groups = keyed.group_by(keys, use_threads=False).aggregate([("__row", "count")])
+        if groups.num_rows == n:
+            return _row_numbers(n), _row_numbers(0), _row_numbers(0)
+        del groups
+        listed = keyed.group_by(keys, use_threads=False).aggregate([("__row", "min"), ("__row", "list")])
+        del keyed
+        lists = listed.column("__row_list").combine_chunks()
+        firsts = listed.column("__row_min").combine_chunks()
+        del listed
+        repeated = pc.greater(pc.list_value_length(lists), 1)
+        lists, owners = lists.filter(repeated), firsts.filter(repeated)
+        members = pc.list_flatten(lists)
+        owners = owners.take(pc.list_parent_indices(lists))
+        del lists
+        later = pc.not_equal(members, owners)
+        return firsts, members.filter(later), owners.filter(later)
+
+    def _keep_firsts(self, table: pa.Table, firsts: pa.Array, members: pa.Array, owners: pa.Array) -> pa.Array:
+        """Check that every later row equals its key's first row on every column; the rows to keep."""
+        for name in table.column_names:
+            column = table.column(name)
+            same = _same_values(column.take(members), column.take(owners))
+            if not py_value(pc.all(same)):
+                row = py_value(owners[py_value(pc.index(same, scalar(False, pa.bool_())))])
+                key = {k: py_value(table.column(k)[row]) for k in self.unique_keys}
                 raise DuplicateKeyError(
-                    f"rows share unique_by key {key} but differ in other columns; nothing was committed. "
+                    f"rows share unique_by key {key} but differ in column {name!r}; nothing was committed. "
                     "Fix the duplicates or widen unique_by"
                 )
-        keep = pc.sort_indices(groups.column("__row_min"))
-        keep_rows = groups.column("__row_min").take(keep)
+        keep_rows = _index_array(np.sort(_indices(firsts)))
         self.result.duplicates_removed += table.num_rows - len(keep_rows)
-        return table.take(keep_rows)
+        return keep_rows
 
 
-def dropped_duplicates(table: pa.Table, keys: list[str], expected: int) -> pa.Table:
-    """The rows de-duplication drops: every row but the first of its ``keys`` (equal rows, all of them:
-    rows that share a key and differ elsewhere are refused before). ``expected`` is how many were dropped.
+def _first_rows_hashed(table: pa.Table, keys: list[str]) -> tuple[pa.Array, pa.Array, pa.Array] | None:
+    """Like ``_first_rows_exact`` for integer and time keys without nulls, grouped by a 64-bit hash of
+    the key (rows of one group may differ on the key after a collision: the caller checks); else ``None``."""
+    columns = [_plain_integers(table.column(k)) for k in keys]
+    if any(c is None for c in columns):
+        return None
+    h = np.full(table.num_rows, _GOLDEN, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for c in columns:
+            assert c is not None
+            h = _mix64(h ^ _mix64(c.astype(np.int64).view(np.uint64)))
+    order = np.argsort(h)  # equal hashes end up adjacent, in any order
+    sorted_h = h[order]
+    del h
+    n = len(order)
+    new_key = np.empty(n, dtype=bool)
+    new_key[:1] = True
+    np.not_equal(sorted_h[1:], sorted_h[:-1], out=new_key[1:])
+    del sorted_h
+    starts = np.flatnonzero(new_key)
+    if len(starts) == n:
+        return _row_numbers(n), _row_numbers(0), _row_numbers(0)
+    firsts = np.minimum.reduceat(order, starts)  # the first row of each key
+    owner = np.empty(n, dtype=np.int64)
+    owner[order] = firsts[np.cumsum(new_key) - 1]
+    del order, new_key
+    later = np.flatnonzero(owner != np.arange(n))
+    return int64_array(firsts), int64_array(later), int64_array(owner[later])
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser, element-wise (wrapping)."""
+    x = x ^ (x >> np.uint64(30))
+    x = x * np.uint64(0xBF58476D1CE4E5B9)
+    x = x ^ (x >> np.uint64(27))
+    x = x * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+_CANONICAL_NAN = float("nan")
+_NAN_KEY = object()
+
+
+def _spill_compression() -> str | None:
+    """The spill files' codec: none (fastest; measured) unless ``DELTAEXTRAS_SPILL_COMPRESSION`` names one."""
+    codec = (os.environ.get("DELTAEXTRAS_SPILL_COMPRESSION") or "none").strip().lower()
+    if codec in ("", "none", "uncompressed"):
+        return None
+    if codec not in ("lz4", "zstd"):
+        raise InvalidArgumentError(f"DELTAEXTRAS_SPILL_COMPRESSION={codec!r}: use none, lz4 or zstd")
+    return codec
+
+
+def _prefetched(items: Iterator[Any]) -> Iterator[Any]:
+    """The items of an iterator, the next one produced in a second thread while this one is used."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(next, items, None)
+        while True:
+            item = pending.result()
+            if item is None:
+                return
+            pending = pool.submit(next, items, None)
+            yield item
+            del item
+
+
+def _groups(run_ends: list[int], rows: int) -> list[list[int]]:
+    """Consecutive values grouped into about ``rows`` rows each, as boundary lists ``[start, end1, ...]``.
+
+    Example:
+        >>> _groups([2, 5, 6, 10], 4)
+        [[0, 2, 5], [5, 6, 10]]
+    """
+    groups: list[list[int]] = []
+    current = [0]
+    for end in run_ends:
+        current.append(end)
+        if end - current[0] >= rows:
+            groups.append(current)
+            current = [end]
+    if len(current) > 1:
+        groups.append(current)
+    return groups or [[0]]
+
+
+def _indices(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A non-null integer index array (``sort_indices`` gives uint64) as NumPy int32, or int64 when
+    the indices need it."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    width = array.type.bit_width // 8
+    data = np.frombuffer(array.buffers()[1], dtype=f"<u{width}")[array.offset : array.offset + len(array)]
+    return data.astype(np.int32 if len(array) < 2**31 else np.int64)
+
+
+def _plain_integers(column: pa.ChunkedArray) -> np.ndarray | None:
+    """A column of integers or times without nulls as a NumPy view of its values, else ``None``."""
+    t = column.type
+    if column.null_count or column.num_chunks != 1:
+        return None
+    if pa.types.is_integer(t):
+        kind = "u" if pa.types.is_unsigned_integer(t) else "i"
+    elif pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_duration(t):
+        kind = "i"
+    else:
+        return None
+    array = column.chunk(0)
+    width = t.bit_width // 8
+    return np.frombuffer(array.buffers()[1], dtype=f"<{kind}{width}")[array.offset : array.offset + len(array)]
+
+
+def _index_array(values: np.ndarray) -> pa.Array:
+    """NumPy int32 or int64 indices as an Arrow array (no copy when contiguous)."""
+    data = np.ascontiguousarray(values)
+    kind = pa.int32() if data.dtype == np.int32 else pa.int64()
+    return pa.Array.from_buffers(kind, len(data), [None, pa.py_buffer(data)])
+
+
+def _row_numbers(n: int) -> pa.Array:
+    return int64_array(np.arange(n, dtype=np.int64))
+
+
+def _canonical_floats(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Floats with one NaN and one zero (as Spark normalizes grouping keys); other types unchanged."""
+    if not pa.types.is_floating(column.type):
+        return column
+    try:
+        zeroed = pc.add(column, scalar(0.0, column.type))  # -0.0 + 0.0 is +0.0
+        return pc.if_else(pc.is_nan(column), scalar(_CANONICAL_NAN, column.type), zeroed)
+    except pa.ArrowNotImplementedError:  # half floats: left as they are
+        return column
+
+
+def _same_values(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Element-wise: equal values, both null, or (floats) both NaN — never null."""
+    try:
+        same = pc.equal(a, b)
+    except pa.ArrowNotImplementedError:  # nested types: compare their Python values, NaN as one value
+        return pa.chunked_array(
+            [
+                bool_array(
+                    np.array(
+                        [_nan_free(x) == _nan_free(y) for x, y in zip(a.to_pylist(), b.to_pylist(), strict=True)],
+                        dtype=bool,
+                    )
+                )
+            ]
+        )
+    same = pc.or_kleene(same, pc.and_(pc.is_null(a), pc.is_null(b)))
+    if pa.types.is_floating(a.type):
+        same = pc.or_kleene(same, pc.and_(pc.is_nan(a), pc.is_nan(b)))
+    return pc.fill_null(same, scalar(False, pa.bool_()))
+
+
+def _nan_free(value: Any) -> Any:
+    """A Python value with every float NaN replaced by one marker, so that equal rows compare equal."""
+    if isinstance(value, float) and value != value:
+        return _NAN_KEY
+    if isinstance(value, dict):
+        return {k: _nan_free(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_nan_free(v) for v in value]
+    return value
+
+
+@contextlib.contextmanager
+def _timed(result: RewriteResult, phase: str) -> Iterator[None]:
+    """Add the wall time of a block to ``result.seconds[phase]``."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        result.seconds[phase] = result.seconds.get(phase, 0.0) + time.perf_counter() - started
+
+
+def dropped_rows(table: pa.Table, keep: pa.Array) -> pa.Table:
+    """The rows de-duplication drops: every row whose index is not in ``keep``, in table order.
 
     Example:
         >>> t = pa.table({"k": [1, 2, 1, 1], "v": [0.5, 1.0, 0.5, 0.5]})
-        >>> dropped_duplicates(t, ["k"], 2).to_pylist()
+        >>> dropped_rows(t, pa.array([0, 1])).to_pylist()
         [{'k': 1, 'v': 0.5}, {'k': 1, 'v': 0.5}]
     """
-    keyed = table.select(keys)
-    # One zero, as the de-duplication compares (-0.0 and 0.0 are one value; NaN groups with NaN).
-    keyed = pa.table(
-        [pc.add(c, 0.0) if pa.types.is_floating(c.type) else c for c in keyed.columns], names=keyed.column_names
-    ).append_column("__row", int64_array(np.arange(table.num_rows)))
-    first = keyed.group_by(keys, use_threads=False).aggregate([("__row", "min")]).column("__row_min")
     mask = np.ones(table.num_rows, dtype=bool)
-    mask[first.to_numpy()] = False
-    if int(mask.sum()) != expected:
-        raise CorruptDataError(
-            f"de-duplication dropped {expected} rows but {int(mask.sum())} repeat their unique_by key; "
-            "nothing was committed"
-        )
+    mask[keep.to_numpy(zero_copy_only=False)] = False
     return table.filter(bool_array(mask))
 
 
@@ -664,10 +1024,12 @@ class _OutputWriter:
         assert self._writer is not None and self._stats is not None
         per_row = max(1, table.nbytes // max(1, table.num_rows))
         cap = max(1, ROW_GROUP_MAX_BYTES // per_row)
-        self._writer.write_table(table, row_group_size=min(cap, max(1, table.num_rows)))
+        with _timed(self.rw.result, "encode"):
+            self._writer.write_table(table, row_group_size=min(cap, max(1, table.num_rows)))
         self._groups += -(-table.num_rows // cap)
         self._rows += table.num_rows
-        self._stats.update(table)
+        with _timed(self.rw.result, "stats"):
+            self._stats.update(table)
         if self._sink.tell() >= self.rw.options.target_file_size:
             self._finish()
 
