@@ -14,7 +14,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from oracle import scan
 
-from deltaextras.core.actions import Add, CommitInfo, Metadata, Txn, encode_commit
+from deltaextras.core.actions import Add, CommitInfo, Metadata, Protocol, Txn, encode_commit
 from deltaextras.core.conflicts import IsolationLevel, ReadSet
 from deltaextras.core.log import commit_key, read_commit
 from deltaextras.core.snapshot import TableSnapshot
@@ -126,8 +126,22 @@ def test_metadata_and_protocol_changes_conflict(tmp_path: Path) -> None:
     with pytest.raises(MetadataChangedError):
         Transaction(snap, "OPTIMIZE", IsolationLevel.SNAPSHOT_ISOLATION).catch_up()
     snap = _snap(uri)
-    enable_deletion_vectors(uri)  # protocol and metadata
-    with pytest.raises(ProtocolChangedError):
+    enable_deletion_vectors(uri)  # protocol and metadata: a protocol we can write under, so the metadata decides
+    with pytest.raises(MetadataChangedError):
+        Transaction(snap, "OPTIMIZE", IsolationLevel.SNAPSHOT_ISOLATION).catch_up()
+    with pytest.raises(ProtocolChangedError):  # ... unless our own commit changes the protocol too
+        Transaction(snap, "SET TBLPROPERTIES", IsolationLevel.SERIALIZABLE, ReadSet(writes_protocol=True)).catch_up()
+
+
+def test_protocol_change_conflicts_only_when_we_cannot_write_under_it(tmp_path: Path) -> None:
+    """As Spark's checker: a new protocol alone is no conflict for a writer that supports it."""
+    uri = _table(tmp_path)
+    snap = _snap(uri)
+    _other_commit(uri, 1, Protocol(1, 4))  # writer 4 (change data feed, generated columns): we write those
+    v, done = Transaction(snap, "OPTIMIZE", IsolationLevel.SNAPSHOT_ISOLATION).catch_up()
+    assert (v, done) == (2, None)
+    _other_commit(uri, 2, Protocol(3, 7, ["deletionVectors"], ["deletionVectors", "rowTracking"]))
+    with pytest.raises(ProtocolChangedError):  # row tracking: our rewrite cannot keep row ids
         Transaction(snap, "OPTIMIZE", IsolationLevel.SNAPSHOT_ISOLATION).catch_up()
 
 

@@ -6,7 +6,8 @@ checks it against what it read:
 
 1. the winner's ``commitInfo.txnId`` is one of ours → it *is* our commit (an ambiguous put landed);
 2. the winner carries our ``txn`` appId at our version or later → the same work is already committed;
-3. a ``protocol`` action → :class:`~deltaextras.errors.ProtocolChangedError`;
+3. a ``protocol`` action other than the one we read, when our commit writes a protocol too or we cannot
+   write under the new one → :class:`~deltaextras.errors.ProtocolChangedError` (as Spark's checker);
 4. a ``metaData`` action → :class:`~deltaextras.errors.MetadataChangedError`;
 5. added files we should have read → ``append`` conflict
    (:class:`~deltaextras.errors.ConcurrentAppendError`): under ``Serializable`` every ``add`` with
@@ -71,6 +72,9 @@ class ReadSet:
     whole_table: bool = False
     app_id: str | None = None
     app_version: int = -1
+    protocol: Protocol | None = None  # the protocol read
+    supports: Callable[[Protocol], bool] | None = None  # whether we can still write under a winner's protocol
+    writes_protocol: bool = False  # our commit carries a protocol action of its own
 
 
 @dataclass
@@ -164,7 +168,7 @@ def check_winner(winner: Winner, read: ReadSet, isolation: IsolationLevel, our_t
             if t.app_id == read.app_id and int(t.version) >= read.app_version:
                 return Verdict(done=True)
     conflicts: list[Conflict] = []
-    if winner.has(Protocol):
+    if any(_protocol_conflicts(p, read) for p in winner.actions if isinstance(p, Protocol)):
         conflicts.append(Conflict("protocol", winner.version))
     if winner.has(Metadata):
         conflicts.append(Conflict("metadata", winner.version))
@@ -184,6 +188,22 @@ def check_winner(winner: Winner, read: ReadSet, isolation: IsolationLevel, our_t
     if read.app_id is not None and any(t.app_id == read.app_id for t in winner.txns):
         conflicts.append(Conflict("txn", winner.version, (read.app_id,)))
     return Verdict(conflicts=conflicts)
+
+
+def _protocol_conflicts(protocol: Protocol, read: ReadSet) -> bool:
+    """A winner's protocol conflicts (as in Spark's checker) when it differs from the one we read and we
+    write a protocol of our own, or we cannot write under it (unknown: it conflicts).
+
+    Example:
+        >>> read = ReadSet(protocol=Protocol(1, 2), supports=lambda p: p.min_writer_version <= 7)
+        >>> _protocol_conflicts(Protocol(1, 2), read), _protocol_conflicts(Protocol(3, 7), read)
+        (False, False)
+        >>> _protocol_conflicts(Protocol(3, 8), read)
+        True
+    """
+    if protocol == read.protocol:
+        return False
+    return read.writes_protocol or read.supports is None or not read.supports(protocol)
 
 
 def _appends_to_check(winner: Winner, isolation: IsolationLevel) -> list[Add]:

@@ -36,6 +36,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import uuid
@@ -47,10 +48,12 @@ from ..errors import (
     CommitRetriesExhaustedError,
     DeltaExtrasError,
     StorageError,
+    UnsupportedFeatureError,
 )
 from .actions import ENGINE, Action, Add, CommitInfo, Protocol, Txn, decode_commit, encode_commit, now_ms
 from .conflicts import Conflict, IsolationLevel, ReadSet, Winner, check_winner
 from .log import commit_key
+from .protocol import check_protocol
 from .snapshot import TableSnapshot
 from .storage import TableStorage
 
@@ -102,6 +105,10 @@ class Transaction:
         self.operation = operation
         self.isolation = isolation
         self.read = read or ReadSet()
+        if self.read.protocol is None:
+            self.read.protocol = snapshot.protocol
+        if self.read.supports is None:
+            self.read.supports = functools.partial(_writable, snapshot)
         self.resolve = resolve
         self.before_put = before_put
         self.after_commit = after_commit
@@ -366,3 +373,12 @@ __all__ = [
     "checkpoint",
     "txn_action",
 ]
+
+
+def _writable(snapshot: TableSnapshot, protocol: Protocol) -> bool:
+    """Whether this writer can commit to the table under ``protocol`` (a winner's new protocol)."""
+    try:
+        check_protocol(protocol, snapshot.configuration, snapshot.metadata.schema_string)
+    except UnsupportedFeatureError:
+        return False
+    return True

@@ -118,5 +118,5 @@ def _enable(snap: TableSnapshot) -> int | None:
         config["delta.enableDeletionVectors"] = "true"
         actions.append(dataclasses.replace(snap.metadata, configuration=config))
     # Reads no data: only a concurrent metadata or protocol change conflicts with it.
-    txn = Transaction(snap, "SET TBLPROPERTIES", IsolationLevel.SERIALIZABLE, ReadSet())
+    txn = Transaction(snap, "SET TBLPROPERTIES", IsolationLevel.SERIALIZABLE, ReadSet(writes_protocol=True))
     return txn.commit(lambda _v: actions).version
