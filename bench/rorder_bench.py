@@ -8,6 +8,7 @@ Usage::
     python bench/rorder_bench.py                   # x1 (5 paired rounds) and x10 (1 round)
     python bench/rorder_bench.py --quick           # small smoke run, a minute or two
     python bench/rorder_bench.py --scale 1 --repeat 3 --json out.json
+    python bench/rorder_bench.py --quick --scale 10 --partitions 4 --workers 2 --contenders copy,ours,spawn
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +30,15 @@ import _measure
 import _workload
 
 HERE = Path(__file__).resolve().parent
-CONTENDERS = ("copy", "zorder", "original", "ours")
+CONTENDERS = ("copy", "zorder", "original", "ours", "spawn")
+DEFAULT_CONTENDERS = ("copy", "zorder", "original", "ours")
 COPY_VARIANTS = tuple(f"{r}-{c}" for r in ("concat", "dataset") for c in ("snappy", "zstd"))
 LABELS = {
     "copy": "copy floor (fastest plain copy)",
     "zorder": "delta-rs z-order",
     "original": "original deltaextra 0.0.3",
     "ours": "deltaextras rorder",
+    "spawn": "rorder_single in a spawn pool",
 }
 BY = "node_id"
 SORT_BY = "utc_time"
@@ -151,6 +154,7 @@ def warm_up(runnable: list[str], original_python: Path | None) -> None:
         "copy": (sys.executable, "import pyarrow.dataset, pyarrow.parquet"),
         "zorder": (sys.executable, "import deltalake"),
         "ours": (sys.executable, "import deltaextras"),
+        "spawn": (sys.executable, "import deltaextras"),
         "original": (str(original_python), "import deltaextras.rorder_setup"),
     }
     for c in runnable:
@@ -167,6 +171,8 @@ class Context:
     keep_sleep: bool
     keep_runs: bool
     timeout: float
+    partitions: int = 1  # of the scale tables (the duplicates and text cases have one)
+    workers: int = 1  # max_workers of ours, processes of spawn
 
 
 def run_copies(source: Path, expected: _measure.Digest, ctx: Context, rnd: int, pos: int) -> list[RunRecord]:
@@ -207,15 +213,18 @@ def run_one(
     script = str(HERE / "_run_contender.py")
     out_file = run_dir / "copy.parquet"
     if contender == "copy":
-        files = [p for p, _ in _measure.delta_partition_files(table, _workload.PARTITION_COLUMN, 0)]
+        files = [
+            [p for p, _ in _measure.delta_partition_files(table, _workload.PARTITION_COLUMN, value)]
+            for value in range(_workload.PARTITION_VALUE, _workload.PARTITION_VALUE + ctx.partitions)
+        ]
         listing = run_dir / "files.json"
         listing.write_text(json.dumps(files))
         assert variant is not None
         cmd = [sys.executable, script, "copy", str(listing), str(out_file), *variant.split("-")]
     elif contender == "zorder":
         cmd = [sys.executable, script, "zorder", str(table), BY]
-    elif contender == "ours":
-        cmd = [sys.executable, script, "ours", str(table), SORT_BY, *(extra or [])]
+    elif contender in ("ours", "spawn"):
+        cmd = [sys.executable, script, contender, str(table), SORT_BY, str(ctx.workers), *(extra or [])]
     else:
         assert ctx.original_python is not None
         cmd = [str(ctx.original_python), str(HERE / "_run_original.py"), str(table), SORT_BY]
@@ -239,7 +248,7 @@ def run_one(
     else:
         try:
             want = expected_ours if contender == "ours" and expected_ours is not None else expected
-            _measure_output(record, contender, table, out_file, want)
+            _measure_output(record, contender, table, out_file, want, ctx.partitions)
         except Exception as exc:  # a broken output is a result, not a crash of the bench
             record.ok = False
             record.error = f"output check failed: {type(exc).__name__}: {str(exc)[:300]}"
@@ -248,7 +257,10 @@ def run_one(
     return record
 
 
-def _measure_output(record: RunRecord, contender: str, table: Path, out_file: Path, expected: _measure.Digest) -> None:
+def _measure_output(
+    record: RunRecord, contender: str, table: Path, out_file: Path, expected: _measure.Digest, partitions: int = 1
+) -> None:
+    """Size, row groups and read amplification of partition 0's output; content digest of every partition's."""
     from deltaextras.ops.inspect import (
         parquet_read_amplification,
         parquet_row_group_table,
@@ -262,7 +274,8 @@ def _measure_output(record: RunRecord, contender: str, table: Path, out_file: Pa
         record.output_files = 1
         record.output_row_groups = parquet_row_group_table([out_file], BY).num_rows
         record.read_amp = parquet_read_amplification([out_file], BY)
-        digest = _measure.parquet_digest([out_file], _workload.DATA_COLUMNS)
+        outs = [out_file, *(Path(f"{out_file}.{i}") for i in range(1, partitions))]
+        digest = _measure.parquet_digest(outs, _workload.DATA_COLUMNS)
     else:
         files = _measure.delta_partition_files(table, _workload.PARTITION_COLUMN, _workload.PARTITION_VALUE)
         record.output_bytes = sum(size for _, size in files)
@@ -472,8 +485,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--repeat", type=int, help="paired rounds per scale (default 5 at scale 1, 1 above)")
     p.add_argument("--quick", action="store_true", help="a much smaller workload, one round: a smoke test")
     p.add_argument(
-        "--contenders", default=",".join(CONTENDERS), help=f"comma-separated subset of {','.join(CONTENDERS)}"
+        "--contenders",
+        default=",".join(DEFAULT_CONTENDERS),
+        help=f"comma-separated subset of {','.join(CONTENDERS)} (default {','.join(DEFAULT_CONTENDERS)})",
     )
+    p.add_argument(
+        "--partitions", type=int, default=1, help="partitions in the table, each a copy of the workload (default 1)"
+    )
+    p.add_argument("--workers", type=int, default=1, help="partitions rewritten at once by ours and spawn (default 1)")
     p.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
     p.add_argument("--workdir", type=Path, default=HERE / ".work", help="where tables are built and copied")
     p.add_argument("--rebuild", action="store_true", help="rebuild cached workload tables")
@@ -502,7 +521,8 @@ def run_duplicates_case(
     base: _workload.Workload, unique: _measure.Digest, ctx: Context, args: argparse.Namespace
 ) -> dict[str, Any]:
     """The scale-1 partition with 10 % of its rows appended again: the copy floor against ``rorder``
-    with ``unique_by`` (which must drop exactly the re-appended rows)."""
+    with ``unique_by`` (which must drop exactly the re-appended rows). One partition, one worker."""
+    ctx = replace(ctx, partitions=1, workers=1)
     workload = _workload.with_duplicates(base, DUPLICATE_SHARE)
     source = _workload.build(workload, args.workdir / "tables", rebuild=args.rebuild)
     expected = _measure.delta_digest(source, _workload.DATA_COLUMNS)
@@ -585,13 +605,22 @@ def main(argv: list[str] | None = None) -> int:
 
     unavailable: dict[str, str] = {}
     original_python: Path | None = None
-    if "ours" in contenders and (reason := check_ours()):
-        unavailable["ours"] = reason
+    for mine in ("ours", "spawn"):
+        if mine in contenders and (reason := check_ours()):
+            unavailable[mine] = reason
     if "original" in contenders:
         original_python, reason = ensure_original(args.original_venv, args.workdir / "venv-original.log")
         if reason:
             unavailable["original"] = reason
-    ctx = Context(args.workdir, original_python, args.original_keep_sleep, args.keep_runs, args.timeout)
+    ctx = Context(
+        args.workdir,
+        original_python,
+        args.original_keep_sleep,
+        args.keep_runs,
+        args.timeout,
+        partitions=args.partitions,
+        workers=args.workers,
+    )
     runnable = [c for c in contenders if c not in unavailable]
     warm_up(runnable, original_python)
 
@@ -603,6 +632,8 @@ def main(argv: list[str] | None = None) -> int:
         "versions": _versions(),
         "quick": args.quick,
         "seed": args.seed,
+        "partitions": args.partitions,
+        "workers": args.workers,
         "contenders": contenders,
         "unavailable": unavailable,
         "original_keep_sleep": args.original_keep_sleep,
@@ -625,13 +656,14 @@ def main(argv: list[str] | None = None) -> int:
             scale1_name = workload.name
         repeat = args.repeat or (1 if args.quick or scale > 1 else 5)
         t0 = time.perf_counter()
-        source = _workload.build(workload, args.workdir / "tables", rebuild=args.rebuild)
+        source = _workload.build(workload, args.workdir / "tables", rebuild=args.rebuild, partitions=args.partitions)
         build_s = time.perf_counter() - t0
         inputs = _measure.delta_partition_files(source, _workload.PARTITION_COLUMN, _workload.PARTITION_VALUE)
         input_bytes = sum(size for _, size in inputs)
         expected = _measure.delta_digest(source, _workload.DATA_COLUMNS)
         print(
             f"\n== {workload.name}: {workload.rows:,} rows in {len(inputs)} files, {input_bytes / MB:.1f} MB "
+            f"per partition, {args.partitions} partition(s), {args.workers} worker(s) "
             f"(ready in {build_s:.1f} s); {repeat} round(s)",
             flush=True,
         )
@@ -659,13 +691,22 @@ def main(argv: list[str] | None = None) -> int:
             "summary": summary,
         }
         print_table(f"{workload.name}: medians of {repeat} paired round(s)", summary)
+        threads, pool = summary.get("ours"), summary.get("spawn")
+        if threads and pool and threads.wall_x_copy and pool.wall_x_copy and threads.peak_rss_mb and pool.peak_rss_mb:
+            print(
+                f"  worker threads / spawn pool ({args.partitions} partitions, {args.workers} workers): wall "
+                f"{threads.wall_x_copy / pool.wall_x_copy:.2f}×, peak RSS {threads.peak_rss_mb / pool.peak_rss_mb:.2f}×"
+            )
 
     cases: dict[str, Any] = {}
     if not args.no_cases and 1 in scales and "ours" in runnable and scale1_name is not None:
-        unique = results[scale1_name]["input_digest_obj"]
-        cases["duplicates"] = run_duplicates_case(
-            _workload.workload_for(1, args.seed, quick=args.quick), unique, ctx, args
-        )
+        base = _workload.workload_for(1, args.seed, quick=args.quick)
+        if args.partitions == 1:
+            unique = results[scale1_name]["input_digest_obj"]
+        else:  # the case has one partition: its unique rows are those of the one-partition table
+            single = _workload.build(base, args.workdir / "tables", rebuild=args.rebuild)
+            unique = _measure.delta_digest(single, _workload.DATA_COLUMNS)
+        cases["duplicates"] = run_duplicates_case(base, unique, ctx, args)
         cases["text"] = run_text_cases(ctx, args)
     for scale in results.values():
         scale.pop("input_digest_obj", None)
