@@ -42,6 +42,7 @@ from ..errors import (
     MessageError,
     PartitionsFailedError,
 )
+from .carry import Carrier
 from .message import RorderMessage
 from .plan import in_layout, plan_table, resolve_unit
 from .report import PartitionReport, RorderReport
@@ -118,12 +119,15 @@ def rorder_single(
     if snap.txns.get(app_id, -1) >= snap.version:
         report.reason = f"already committed (txn {app_id} at version {snap.txns[app_id]})"
         return _finish(report, started)
-    # A dataChange: false rewrite: SnapshotIsolation (appends never conflict), our inputs must stay live.
+    # A dataChange: false rewrite: SnapshotIsolation (appends never conflict), our inputs must stay live;
+    # a winner that deleted rows of an input is carried onto the outputs (see deltaextras.ops.carry).
+    carrier = Carrier(snap, files, by, msg.options.unique_by, lambda key: txn.wrote(key))
     txn = Transaction(
         snap,
         "OPTIMIZE",
         IsolationLevel.SNAPSHOT_ISOLATION,
         ReadSet(files={f.path for f in files}, app_id=app_id, app_version=snap.version),
+        resolve=carrier.resolve,
         before_put=hooks.get("before_commit"),
         after_commit=hooks.get("after_commit"),
     )
@@ -140,6 +144,7 @@ def rorder_single(
     outputs, result = _rewrite(snap, files, by, msg, progress, hooks.get("after_output"))
     for o in outputs:
         txn.wrote(o.key)
+    carrier.outputs = outputs
     try:
         if "after_rewrite" in hooks:
             hooks["after_rewrite"](outputs)
@@ -178,7 +183,7 @@ def rorder_single(
             *(f.add.retire(ts, data_change=False) for f in files),
             *(add_of(o, o.partition_values, ts, data_change=False) for o in outputs),
         ]
-        outcome = txn.commit(lambda _v: actions)
+        outcome = txn.commit(lambda _v: carrier.actions(actions))
     except BaseException:
         txn.abort()  # deletes the outputs only when no version can name them
         raise
@@ -186,12 +191,15 @@ def rorder_single(
         txn.abort()
         report.reason = "already committed by a concurrent delivery of this work"
         return _finish(report, started)
+    txn.discard(carrier.unused(outcome.actions))  # carried-away outputs, vector files of lost attempts
     report.status = "committed"
     report.reason = f"{len(files)} file(s) rewritten"
     report.commit_version = outcome.version
     report.commit_attempts = max(1, outcome.attempts)
     report.files_removed = len(files)
-    report.files_added = len(outputs)
+    report.files_added = len(outputs) - len(carrier.result.dropped)
+    report.concurrent_deletes_carried = len(carrier.result.commits)
+    report.deleted_rows_carried = carrier.result.rows
     report.bytes_removed = sum(f.size for f in files)
     report.bytes_added = sum(o.size for o in outputs)
     report.rows = result.rows_out
