@@ -25,11 +25,13 @@ Why by value and not an input→output row map: the rewrite stays as it is (no e
 its hot path, no map of 8 bytes per row held or spilled for a conflict that rarely happens), and the
 cost is paid only when a delete is carried, in proportion to the rows deleted (see docs/conflicts.md).
 
-Example:
+Example (rows matched one to one, identical rows included; -1: no equal row):
     >>> import pyarrow as pa
-    >>> rows = pa.table({"k": [1, 1, 2], "x": [0.5, 0.5, float("nan")]})
-    >>> [row_key(r) for r in rows.to_pylist()][1:]
-    [(1, 0.5), (2, ('nan',))]
+    >>> deleted = pa.table({"k": [1, 1, 2], "x": [0.5, 0.5, float("nan")]})
+    >>> output = pa.table({"k": [2, 1, 1, 1, 3], "x": [float("nan"), 0.5, 0.5, 0.5, 0.5]})
+    >>> keys, found = _dense_keys(deleted, output)
+    >>> keys.tolist(), found.tolist()
+    ([0, 0, 1], [1, 0, 0, 0, -1])
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,12 +62,6 @@ from .rewrite import OutputFile
 log = logging.getLogger(__name__)
 
 _UNKNOWN = object()
-
-
-def row_key(row: dict[str, Any]) -> tuple[Any, ...]:
-    """A hashable key of one row (``to_pylist`` form) that equal rows share: NaN equals NaN, lists
-    and maps become tuples."""
-    return tuple(_frozen(v) for v in row.values())
 
 
 def _frozen(value: Any) -> Any:
@@ -211,31 +206,26 @@ class Carrier:
     def _carry(self) -> None:
         """Locate every row the winners deleted in the outputs and build the outputs' vectors."""
         outputs = _OutputIndex(self.storage, self.outputs, self.target, self.by)
-        positions: dict[int, BitMap] = {}
         rows = 0
         groups: dict[tuple[tuple[str, Any], ...], list[_Input]] = {}
         for inp in self.inputs.values():
             if inp.changed:
                 groups.setdefault(_pv(inp.read.add.partition_values), []).append(inp)
         for key, changed in groups.items():
-            deleted = [self._deleted_rows(inp) for inp in changed]
-            table = pa.concat_tables([t for t in deleted if t.num_rows]) if any(t.num_rows for t in deleted) else None
-            if table is None:
+            pieces = [t for t in (self._deleted_rows(inp) for inp in changed) if t.num_rows]
+            if not pieces:
                 continue
+            table = pa.concat_tables(pieces).combine_chunks()
             rows += table.num_rows
-            need = Counter(row_key(r) for r in table.to_pylist())
             if self.deduplicated:
-                need = self._complete_keys(key, need)
-            outputs.take(need, table, [i for i, o in enumerate(self.outputs) if _pv(o.partition_values) == key])
-            missing = sum(need.values())
+                table = self._complete_rows(key, table)
+            missing = outputs.take(table, [i for i, o in enumerate(self.outputs) if _pv(o.partition_values) == key])
             if missing:
                 raise ConcurrentDeleteReadError(
                     f"{missing} row(s) deleted concurrently from input {changed[0].read.path} could not be located in "
                     "the rewritten files; nothing was committed. Plan again"
                 )
-        for i, bm in outputs.taken.items():
-            if len(bm):
-                positions[i] = bm
+        positions = {i: bm for i, bm in outputs.taken.items() if len(bm)}
         self.result.rows = rows
         self.result.vectors = {}
         self.result.dropped = {self.outputs[i].path for i, bm in positions.items() if len(bm) >= self.outputs[i].rows}
@@ -274,16 +264,15 @@ class Carrier:
             gone = now - base
         return _read_rows(pf, gone, self.target, f.path)
 
-    def _complete_keys(self, key: tuple[tuple[str, Any], ...], need: Counter[tuple[Any, ...]]) -> Counter:
-        """With ``unique_by``: keep a deleted row only when every identical live input row was deleted
-        (counted over the inputs we read, only the row groups that may hold the keys)."""
-        names = self.target.names
-        index = [names.index(c) for c in self.unique]
-        wanted: Counter[tuple[Any, ...]] = Counter()
-        for k, n in need.items():
-            wanted[tuple(k[j] for j in index)] += n
-        values = {k[0] for k in wanted}
-        live: Counter[tuple[Any, ...]] = Counter()
+    def _complete_rows(self, key: tuple[tuple[str, Any], ...], deleted: pa.Table) -> pa.Table:
+        """With ``unique_by``: one deleted row per key whose every identical live input row was deleted
+        (the output holds one row for them all); counted over the inputs we read, reading only the
+        ``unique_by`` columns of the row groups whose statistics may hold the keys."""
+        wanted = deleted.select(self.unique)
+        dk, _ = _dense_keys(wanted, None)
+        dead = np.bincount(dk, minlength=int(dk.max()) + 1 if len(dk) else 0)
+        live = np.zeros_like(dead)
+        values = set(wanted.column(0).to_pylist())
         for inp in self.inputs.values():
             f = inp.read
             if _pv(f.add.partition_values) != key:
@@ -300,20 +289,84 @@ class Carrier:
                         idx = np.frombuffer(base.to_array(), dtype=np.uint32).astype(np.int64) - offset
                         keep[idx[(idx >= 0) & (idx < rg_rows)]] = False
                         t = t.filter(pa.array(keep))
-                    for r in t.to_pylist():
-                        k = row_key(r)
-                        if k in wanted:
-                            live[k] += 1
+                    _, ok = _dense_keys(wanted, t)
+                    live += np.bincount(ok[ok >= 0], minlength=len(live))
                 offset += rg_rows
-        out: Counter[tuple[Any, ...]] = Counter()
-        for k in need:
-            u = tuple(k[j] for j in index)
-            if wanted[u] >= live[u]:
-                out[k] = 1
-        return out
+        complete = dead >= live
+        first = np.zeros(len(dk), dtype=bool)
+        _, firsts = np.unique(dk, return_index=True)
+        first[firsts] = True
+        return deleted.filter(pa.array(first & complete[dk]))
 
     def _unique_schema(self) -> pa.Schema:
         return pa.schema([self.target.field(c) for c in self.unique])
+
+
+def _column_codes(own: pa.ChunkedArray | pa.Array, other: pa.ChunkedArray | pa.Array | None) -> tuple[Any, Any]:
+    """Codes of a column's values: equal values (bit for bit; null equals null, NaN equals NaN) share a
+    code; ``other``'s values that ``own`` lacks get -1."""
+    if not pa.types.is_nested(own.type):
+        uniq = pc.unique(own)
+        a = pc.index_in(own, value_set=uniq, skip_nulls=False).to_numpy(zero_copy_only=False)
+        if other is None:
+            return a.astype(np.int64), None
+        b = pc.fill_null(pc.index_in(other, value_set=uniq, skip_nulls=False), -1)
+        return a.astype(np.int64), b.to_numpy(zero_copy_only=False).astype(np.int64)
+    index: dict[Any, int] = {}
+    a = np.array([index.setdefault(_frozen(v), len(index)) for v in own.to_pylist()], dtype=np.int64)
+    if other is None:
+        return a, None
+    return a, np.array([index.get(_frozen(v), -1) for v in other.to_pylist()], dtype=np.int64)
+
+
+def _dense_keys(own: pa.Table, other: pa.Table | None) -> tuple[Any, Any]:
+    """One integer per row of ``own`` (equal rows, equal keys; dense from 0) and per row of ``other``
+    (-1: no row of ``own`` is equal to it). Column codes are combined in mixed radix, re-densified
+    before they could overflow."""
+    n = own.num_rows
+    a_key = np.zeros(n, dtype=np.int64)
+    b_key = None if other is None else np.zeros(other.num_rows, dtype=np.int64)
+    valid = None if other is None else np.ones(other.num_rows, dtype=bool)
+    span = 1
+    for name in own.column_names:
+        a, b = _column_codes(own.column(name), None if other is None else other.column(name))
+        card = int(a.max()) + 1 if n else 1
+        if span * card >= 2**62:
+            a_key, b_key, span = _densify(a_key, b_key, valid)
+        a_key = a_key * card + a
+        if b_key is not None and valid is not None:
+            valid &= b >= 0
+            b_key = np.where(valid, b_key * card + b, 0)
+        span *= card
+    a_key, b_key, _ = _densify(a_key, b_key, valid)
+    if b_key is None or valid is None:
+        return a_key, None
+    known = np.zeros(int(max(a_key.max(initial=-1), b_key.max(initial=-1))) + 1, dtype=bool)
+    known[a_key] = True
+    return a_key, np.where(valid & known[b_key], b_key, -1)
+
+
+def _densify(a_key: Any, b_key: Any, valid: Any) -> tuple[Any, Any, int]:
+    """Renumber keys 0..k-1 over both sides (the other side's invalid rows keep 0 and stay invalid)."""
+    both = a_key if b_key is None else np.concatenate([a_key, b_key[valid]])
+    uniq, inverse = np.unique(both, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if b_key is None:
+        return inverse, None, len(uniq)
+    out = np.zeros(len(b_key), dtype=np.int64)
+    out[valid] = inverse[len(a_key) :]
+    return inverse[: len(a_key)], out, len(uniq)
+
+
+def _ranks(keys: Any) -> Any:
+    """The occurrence number of each element among equal keys (0 for the first), in order."""
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    starts = np.r_[0, np.flatnonzero(sorted_keys[1:] != sorted_keys[:-1]) + 1] if len(keys) else np.zeros(0, int)
+    run = np.repeat(starts, np.diff(np.r_[starts, len(keys)]))
+    ranks = np.empty(len(keys), dtype=np.int64)
+    ranks[order] = np.arange(len(keys)) - run
+    return ranks
 
 
 def _pv(values: dict[str, str | None] | None) -> tuple[tuple[str, Any], ...]:
@@ -420,44 +473,52 @@ class _OutputIndex:
                 first += rg.num_rows
         return self._files[i]
 
-    def take(self, need: Counter[tuple[Any, ...]], deleted: pa.Table, candidates: list[int]) -> None:
-        """Mark output rows matching ``need`` (a multiset of row keys) as deleted; ``need`` is decremented."""
+    def take(self, deleted: pa.Table, candidates: list[int]) -> int:
+        """Mark one output row per deleted row (equal on every column; identical rows are matched one
+        to one) as deleted; returns how many deleted rows were not found."""
         for i in candidates:
             self._file(i)
-        by_index = self.target.names.index(self.by)
-        values = {k[by_index] for k, n in need.items() if n}
-        nan = any(v == ("nan",) for v in values)
+        by = deleted.column(self.by)
+        found = np.zeros(deleted.num_rows, dtype=bool)
+        values = by.to_pylist()
+        unknown_value = any(v is None or v != v for v in values)
+        rows_of: dict[Any, list[int]] = {}
+        for r, v in enumerate(values):
+            rows_of.setdefault(v, []).append(r)
         for i, g, first, value, all_null in self.groups:
-            if i not in candidates or not any(need.values()):
+            if i not in candidates or found.all():
                 continue
             if all_null:
-                if None not in values:
-                    continue
-            elif value is not _UNKNOWN and not nan and value not in values:
-                continue
-            self._match(i, g, first, need, deleted)
+                sub = rows_of.get(None, [])
+            elif value is _UNKNOWN or unknown_value:
+                sub = list(range(deleted.num_rows))
+            else:
+                sub = rows_of.get(value, [])
+            sub_idx = np.array(sub, dtype=np.int64)
+            if len(sub_idx):
+                sub_idx = sub_idx[~found[sub_idx]]
+            if len(sub_idx):
+                self._match(i, g, first, deleted, sub_idx, found)
+        return int((~found).sum())
 
-    def _match(self, i: int, g: int, first: int, need: Counter[tuple[Any, ...]], deleted: pa.Table) -> None:
+    def _match(self, i: int, g: int, first: int, deleted: pa.Table, sub_idx: Any, found: Any) -> None:
         pf = self._files[i]
-        table = conform(
-            pf.read_row_group(g, columns=_present(pf, self.target.names)), self.target, self.outputs[i].path
-        )
-        mask = None
-        for name in self.target.names:  # narrow to rows whose every column value occurs among the deleted rows
-            col = table.column(name)
-            if pa.types.is_nested(col.type) or pa.types.is_floating(col.type):
-                continue
-            hit = pc.is_in(col, value_set=deleted.column(name).combine_chunks(), skip_nulls=False)
-            mask = hit if mask is None else pc.and_(mask, hit)
-        rows = np.arange(table.num_rows) if mask is None else np.flatnonzero(mask.to_numpy(zero_copy_only=False))
-        if not len(rows):
-            return
+        data = pf.read_row_group(g, columns=_present(pf, self.target.names))
+        table = conform(data, self.target, self.outputs[i].path)
+        sub = deleted.take(pa.array(sub_idx))
+        ks, ko = _dense_keys(sub, table)
         taken = self.taken.setdefault(i, BitMap())
-        for r, row in zip(rows.tolist(), table.take(pa.array(rows)).to_pylist(), strict=True):
-            k = row_key(row)
-            if need.get(k, 0) > 0 and first + r not in taken:
-                need[k] -= 1
-                taken.add(first + r)
+        if len(taken):  # rows of this row group taken before (another input's identical row) are not free
+            held = np.frombuffer(taken.to_array(), dtype=np.uint32).astype(np.int64) - first
+            ko[held[(held >= 0) & (held < len(ko))]] = -1
+        width = int(max(len(ks), len(ko))) + 1
+        rs = _ranks(ks)
+        ro = np.full(len(ko), -1, dtype=np.int64)
+        valid = ko >= 0
+        ro[valid] = _ranks(ko[valid])
+        _, at_s, at_o = np.intersect1d(ks * width + rs, np.where(valid, ko * width + ro, -1), return_indices=True)
+        found[sub_idx[at_s]] = True
+        taken.update((first + at_o).astype(np.uint32))
 
 
-__all__ = ["Carrier", "CarryResult", "row_key"]
+__all__ = ["Carrier", "CarryResult"]
