@@ -480,21 +480,24 @@ class _OutputIndex:
             self._file(i)
         by = deleted.column(self.by)
         found = np.zeros(deleted.num_rows, dtype=bool)
-        values = by.to_pylist()
-        unknown_value = any(v is None or v != v for v in values)
-        rows_of: dict[Any, list[int]] = {}
-        for r, v in enumerate(values):
-            rows_of.setdefault(v, []).append(r)
+        uniq = pc.unique(by)
+        codes = pc.index_in(by, value_set=uniq, skip_nulls=False).to_numpy(zero_copy_only=False)
+        order = np.argsort(codes, kind="stable")
+        bounds = np.searchsorted(codes[order], np.arange(len(uniq) + 1))
+        values = uniq.to_pylist()
+        unknown_value = any(v is not None and v != v for v in values)
+        rows_of = {v: order[bounds[k] : bounds[k + 1]] for k, v in enumerate(values)}
+        everything = np.arange(deleted.num_rows)
         for i, g, first, value, all_null in self.groups:
             if i not in candidates or found.all():
                 continue
             if all_null:
-                sub = rows_of.get(None, [])
+                sub = rows_of.get(None, everything[:0])
             elif value is _UNKNOWN or unknown_value:
-                sub = list(range(deleted.num_rows))
+                sub = everything
             else:
-                sub = rows_of.get(value, [])
-            sub_idx = np.array(sub, dtype=np.int64)
+                sub = rows_of.get(value, everything[:0])
+            sub_idx = np.asarray(sub, dtype=np.int64)
             if len(sub_idx):
                 sub_idx = sub_idx[~found[sub_idx]]
             if len(sub_idx):
