@@ -136,7 +136,7 @@ class Carrier:
                     inp.current = None
                 else:
                     raise ConcurrentDeleteReadError(
-                        f"commit {c.version} rewrote input {path} without changing data (a concurrent compaction); "
+                        f"commit {c.version} removed input {path} without changing data (a concurrent compaction); "
                         "nothing was committed. Plan again"
                     )
                 inp.changed = True
@@ -146,13 +146,13 @@ class Carrier:
     def _check_table(self, c: Conflict) -> None:
         if self.snap.protocol.has_feature("rowTracking"):
             raise ConcurrentDeleteReadError(
-                f"commit {c.version} deleted rows of input {c.paths[0]}; the table tracks row ids, which a "
-                "rewrite cannot carry onto its own files. Nothing was committed. Plan again"
+                f"commit {c.version} removed input {c.paths[0]}; the table tracks row ids, which a rewrite cannot "
+                "carry a concurrent delete onto. Nothing was committed. Plan again"
             )
         if not deletion_vectors_enabled(self.snap):
             raise ConcurrentDeleteReadError(
-                f"commit {c.version} deleted rows of input {c.paths[0]}; carrying them needs deletion vectors, "
-                "which the table does not enable. Nothing was committed. Plan again"
+                f"commit {c.version} removed input {c.paths[0]}; carrying its deletes onto the rewrite needs deletion "
+                "vectors, which the table does not enable. Nothing was committed. Plan again"
             )
 
     # ------------------------------------------------------------------ actions

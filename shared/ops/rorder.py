@@ -84,6 +84,10 @@ def rorder_single(
     ``before_commit(version)`` and ``after_commit(version)``. ``snapshot`` lets a caller that has
     just planned the same table version skip loading it again.
 
+    A commit that deleted rows of the inputs meanwhile (DELETE, UPDATE, MERGE) does not fail the
+    rewrite: its deletes are carried onto the new files (:mod:`deltaextras.ops.carry`) and counted in
+    ``concurrent_deletes_carried`` / ``deleted_rows_carried``.
+
     Example:
         >>> import tempfile, pyarrow as pa
         >>> from deltalake import write_deltalake
