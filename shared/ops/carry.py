@@ -104,15 +104,28 @@ class Carrier:
         self.snap = snapshot
         self.storage = snapshot.storage
         self.inputs = {f.path: _Input(f, f.add) for f in files}
-        self.target = snapshot.schema.file_schema
-        self.by = snapshot.schema.physical(by)
-        self.unique = [self.by] + [snapshot.schema.physical(c) for c in unique_by if c != by]
-        self.deduplicated = bool(tuple(unique_by))
+        self.by_name = by
+        self.unique_names = tuple(unique_by)
+        self.deduplicated = bool(self.unique_names)
         self.wrote = wrote
         self.outputs: list[OutputFile] = []
         self.result = CarryResult()
         self._dirty = False
         self._written: set[str] = set()  # files this carry depends on: the outputs and its vector files
+
+    # Column names are resolved only when a delete is carried (the rewrite validates them first).
+    @property
+    def target(self) -> pa.Schema:
+        return self.snap.schema.file_schema
+
+    @property
+    def by(self) -> str:
+        return self.snap.schema.column(self.by_name, "by").physical
+
+    @property
+    def unique(self) -> list[str]:
+        names = [self.snap.schema.column(c, "unique_by").physical for c in self.unique_names]
+        return [self.by] + [c for c in names if c != self.by]
 
     # ------------------------------------------------------------------ resolve
     def resolve(self, winners: list[Winner], conflicts: list[Conflict], version: int) -> None:
