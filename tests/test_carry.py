@@ -288,3 +288,22 @@ def test_strings_nulls_nan_lists_and_identical_rows_are_matched_exactly(tmp_path
     assert report.status == "committed" and report.deleted_rows_carried == 3
     want = pa.concat_tables([batch, batch.filter(pc.invert(pc.is_in(batch["id"], pa.array([0, 2, 5])))), other])
     assert rows_checksum(pa.table(DeltaTable(uri).scan()).select(want.column_names)) == rows_checksum(want)
+
+
+def test_vector_files_of_a_lost_attempt_are_deleted(backend: Any) -> None:
+    """Scattered deletes make vectors too large to inline: each carry writes a vector file; the file of
+    the attempt that lost the next version to a second delete is deleted, the committed one is named."""
+    uri, opts, written = _table(backend)
+    report = _race(
+        uri,
+        opts,
+        lambda: delete(uri, "value > 0.6", storage_options=opts, mode="deletion_vectors"),
+        lambda: delete(uri, "value < 0.3", storage_options=opts, mode="deletion_vectors"),
+    )
+    assert report.status == "committed" and report.concurrent_deletes_carried == 2
+    gone = pc.or_(pc.greater(written["value"], 0.6), pc.less(written["value"], 0.3))
+    assert report.deleted_rows_carried == pc.sum(gone.cast(pa.int64())).as_py()
+    adds = [a for a in read_commit(TableStorage(uri, opts), report.commit_version) or [] if type(a).__name__ == "Add"]
+    assert {a.deletion_vector.storage_type for a in adds if a.deletion_vector} == {"u"}
+    _settled(uri, opts, written.filter(pc.invert(gone)))  # includes: no vector file left unreferenced
+    assert_layout(uri, BY, opts)
