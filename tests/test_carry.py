@@ -307,3 +307,29 @@ def test_vector_files_of_a_lost_attempt_are_deleted(backend: Any) -> None:
     assert {a.deletion_vector.storage_type for a in adds if a.deletion_vector} == {"u"}
     _settled(uri, opts, written.filter(pc.invert(gone)))  # includes: no vector file left unreferenced
     assert_layout(uri, BY, opts)
+
+
+def test_delta_rs_merge_is_carried(tmp_path: Any) -> None:
+    """A MERGE (delta-rs, copy-on-write) updates rows of two inputs and inserts new ones: the updated
+    and inserted rows live in its new files, the old versions of the updated rows are gone."""
+    from services import Backend
+
+    uri, opts, written = _table(Backend("local", str(tmp_path)))
+    source = rows(40, 20, nodes=5)  # seq 40..59 again (rows of two inputs), new values
+    source = source.set_column(source.schema.get_field_index("value"), "value", pa.array([-2.0] * 20))
+    source = pa.concat_tables([source, rows(1000, 5, nodes=5)])  # and five new rows
+
+    def merge() -> None:
+        (
+            DeltaTable(uri)
+            .merge(source, predicate="t.seq = s.seq", source_alias="s", target_alias="t")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute()
+        )
+
+    report = _race(uri, opts, merge)
+    assert report.status == "committed" and report.concurrent_deletes_carried == 1
+    want = pa.concat_tables([_minus(written, (40, 60)), source])
+    _settled(uri, opts, want)
+    _our_outputs_in_layout(uri, opts, report.commit_version)
