@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from deltalake.writer import WriterProperties
@@ -22,7 +23,7 @@ from deltaextras.app import cli
 from deltaextras.core.dv import read_deletion_vector
 from deltaextras.core.log import read_commit
 from deltaextras.core.storage import TableStorage
-from deltaextras.errors import CommitConflictError, InvalidArgumentError, UnsupportedFeatureError
+from deltaextras.errors import InvalidArgumentError, UnsupportedFeatureError
 from deltaextras.ops.delete import DeleteReport, delete, load_snapshot
 from deltaextras.ops.plan import plan_table
 from deltaextras.ops.rorder import rorder, rorder_single
@@ -444,18 +445,21 @@ def test_delete_racing_a_compaction(backend: Backend) -> None:
     assert report.rows_deleted == before.num_rows - len(keep)
 
 
-def test_compaction_racing_a_delete_fails_without_loss(tmp_path: Path) -> None:
+def test_compaction_racing_a_delete_carries_it_without_loss(tmp_path: Path) -> None:
     """The other order: the compaction planned first, the delete committed in between — the compaction
-    is refused (its inputs changed) and the delete's rows stay deleted."""
+    carries the delete onto its new files and commits; the delete's rows stay deleted, no other row is
+    lost (more cases in tests/test_carry.py)."""
     uri = str(tmp_path / "t")
     _ranged(uri, {})
+    nodes = scan(uri).column("node_id")
+    kept = len(nodes) - pc.sum(pc.equal(nodes, 6).cast(pa.int64())).as_py()
 
     def before_commit(version: int) -> None:
         delete(uri, "node_id = 6")
 
-    with pytest.raises(CommitConflictError):
-        rorder_single({"path": uri, "partition_value": 0}, hooks={"before_commit": before_commit})
-    assert 6 not in set(scan(uri).column("node_id").to_pylist())
+    report = rorder_single({"path": uri, "partition_value": 0}, hooks={"before_commit": before_commit})
+    assert report.status == "committed" and report.concurrent_deletes_carried == 1
+    assert 6 not in set(scan(uri).column("node_id").to_pylist()) and scan(uri).num_rows == kept
 
 
 # ------------------------------------------------------------------------ optimizer purges vectors

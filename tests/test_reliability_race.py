@@ -10,9 +10,11 @@ the other writers' operations.
 
 Promises checked after every round: at most one worker commits; every other worker either saw that
 commit (``skipped``, already committed) or lost to a delete that changed one of its inputs (all of them
-dead-letter with ``CommitConflictError``); exactly one log entry carries the round's ``txn``. After all
-rounds: the content is exactly the rows written minus the rows deleted (no append lost, no row
-duplicated, no deleted row back), no file is left unreferenced, and a last rewrite reaches the layout.
+dead-letter with ``CommitConflictError``); exactly one log entry carries the round's ``txn``. A delete
+that wins against the rewrite is carried onto the rewritten files (:mod:`deltaextras.ops.carry`), so
+at least 90 % of the rounds end with one committed rewrite. After all rounds: the content is exactly
+the rows written minus the rows deleted (no append lost, no row duplicated, no deleted row back), no
+file is left unreferenced, and a last rewrite reaches the layout.
 """
 
 from __future__ import annotations
@@ -162,6 +164,8 @@ def race_round(
     for o in outcomes:
         if o.status == "committed":
             kinds["committed"] += 1
+            if o.report is not None and o.report.concurrent_deletes_carried:
+                kinds["committed after carrying a delete"] += 1
         elif o.status == "skipped" and "already committed" in o.reason:
             kinds["saw the winner"] += 1
         elif o.status == "dead-letter" and isinstance(o.error, CommitConflictError) and not o.error.retryable:
@@ -187,6 +191,7 @@ def run_race(backend: Any, seed: int) -> dict[str, Any]:
     for rnd in range(rounds):
         kinds, new_commits, this_version = race_round(uri, opts, config, state, seed, rnd)
         totals.update(kinds)
+        totals["rounds with a committed rewrite"] += 1 if kinds["committed"] == 1 else 0
         unexpected = [k for k in kinds if k.startswith("unexpected")]
         assert not unexpected, kinds
         assert kinds["committed"] <= 1, kinds
@@ -234,7 +239,7 @@ def test_eight_workers_appends_and_deletes_race(backend: Any) -> None:
         + f" (their uncommitted files, reported by orphans(): {writer_orphans})"
     )
     record("race", "8 workers + appends + DV deletes", backend=backend.name, runs=len(seeds), injections=0, note=note)
-    assert totals["committed"] >= 1
+    assert totals["rounds with a committed rewrite"] * 10 >= rounds * 9, note
 
 
 class _MissingQueue:

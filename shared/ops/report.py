@@ -37,6 +37,8 @@ class PartitionReport:
     passes: int = 0
     spilled_bytes: int = 0
     commit_attempts: int = 0
+    concurrent_deletes_carried: int = 0  # winning commits whose deletes were carried onto the outputs
+    deleted_rows_carried: int = 0  # rows those commits deleted, now deleted in the outputs too
     seconds: float = 0.0
     error_type: str | None = None
     retryable: bool = False

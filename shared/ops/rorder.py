@@ -45,6 +45,7 @@ from ..errors import (
     MessageError,
     PartitionsFailedError,
 )
+from .carry import Carrier
 from .changes import ChangeSink, as_deletes, change_data_feed_enabled
 from .message import RorderMessage
 from .plan import in_layout, partition_not_found, plan_table, resolve_unit
@@ -108,6 +109,10 @@ def rorder_single(
     ``before_commit(version)`` and ``after_commit(version)``. ``snapshot`` lets a caller that has
     just planned the same table version skip loading it again.
 
+    A commit that deleted rows of the inputs meanwhile (DELETE, UPDATE, MERGE) does not fail the
+    rewrite: its deletes are carried onto the new files (:mod:`deltaextras.ops.carry`) and counted in
+    ``concurrent_deletes_carried`` / ``deleted_rows_carried``.
+
     Example:
         >>> import tempfile, pyarrow as pa
         >>> from deltalake import write_deltalake
@@ -143,12 +148,15 @@ def rorder_single(
     if snap.txns.get(app_id, -1) >= snap.version:
         report.reason = f"already committed (txn {app_id} at version {snap.txns[app_id]})"
         return _finish(report, started)
-    # A dataChange: false rewrite: SnapshotIsolation (appends never conflict), our inputs must stay live.
+    # A dataChange: false rewrite: SnapshotIsolation (appends never conflict), our inputs must stay live;
+    # a winner that deleted rows of an input is carried onto the outputs (see deltaextras.ops.carry).
+    carrier = Carrier(snap, files, by, msg.options.unique_by, lambda key: txn.wrote(key))
     txn = Transaction(
         snap,
         "OPTIMIZE",
         IsolationLevel.SNAPSHOT_ISOLATION,
         ReadSet(files={f.path for f in files}, app_id=app_id, app_version=snap.version),
+        resolve=carrier.resolve,
         before_put=hooks.get("before_commit"),
         after_commit=hooks.get("after_commit"),
     )
@@ -166,15 +174,12 @@ def rorder_single(
     for key in [o.key for o in outputs] + [unquote(c.path) for c in changes]:
         txn.wrote(key)
     # Dropped duplicates change the table's content: the commit is a data change (README, How it works: Commit),
-    # committed as a DELETE under WriteSerializable.
+    # committed as a DELETE under WriteSerializable. Concurrent appends never conflict with it: it deletes only
+    # rows identical to rows it keeps, so the append ordered after it gives the same table.
     data_change = result.duplicates_removed > 0
     if data_change:
-        partitions = [f.add.partition_values or {} for f in files]
-        txn.escalate(
-            IsolationLevel.WRITE_SERIALIZABLE,
-            operation="DELETE",
-            might_match=lambda add: (add.partition_values or {}) in partitions,
-        )
+        txn.escalate(IsolationLevel.WRITE_SERIALIZABLE, operation="DELETE")
+    carrier.outputs = outputs
     try:
         if "after_rewrite" in hooks:
             hooks["after_rewrite"](outputs)
@@ -216,7 +221,7 @@ def rorder_single(
             *(add_of(o, o.partition_values, ts, data_change=data_change) for o in outputs),
             *changes,
         ]
-        outcome = txn.commit(lambda _v: actions)
+        outcome = txn.commit(lambda _v: carrier.actions(actions))
     except BaseException:
         txn.abort()  # deletes the outputs only when no version can name them
         raise
@@ -224,12 +229,15 @@ def rorder_single(
         txn.abort()
         report.reason = "already committed by a concurrent delivery of this work"
         return _finish(report, started)
+    txn.discard(carrier.unused(outcome.actions))  # carried-away outputs, vector files of lost attempts
     report.status = "committed"
     report.reason = f"{len(files)} file(s) rewritten"
     report.commit_version = outcome.version
     report.commit_attempts = max(1, outcome.attempts)
     report.files_removed = len(files)
-    report.files_added = len(outputs)
+    report.files_added = len(outputs) - len(carrier.result.dropped)
+    report.concurrent_deletes_carried = len(carrier.result.commits)
+    report.deleted_rows_carried = carrier.result.rows
     report.bytes_removed = sum(f.size for f in files)
     report.bytes_added = sum(o.size for o in outputs)
     report.rows = result.rows_out
