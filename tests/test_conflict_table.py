@@ -89,13 +89,14 @@ EXPECTED: dict[str, dict[str, str]] = {
         "delete_dv": "commit|conflict:ConcurrentAppend",
         "delete_cow": "commit|conflict:ConcurrentAppend",
     },
+    # rorder carries a delete of its inputs onto its rewrite (deletion vectors on its outputs)
     "delete_dv_of_read_file": {
-        "rorder": "conflict:ConcurrentDeleteRead",
+        "rorder": "commit",
         "delete_dv": "commit",  # vectors unioned
         "delete_cow": "commit|conflict:ConcurrentDeleteRead",
     },
     "delete_cow_of_read_file": {
-        "rorder": "conflict:ConcurrentDeleteRead",
+        "rorder": "commit",
         "delete_dv": "commit|conflict:ConcurrentDeleteRead",
         "delete_cow": "commit|conflict:ConcurrentDeleteRead",
     },

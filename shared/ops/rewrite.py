@@ -37,7 +37,6 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -54,6 +53,7 @@ from ..core.stats import DEFAULT_INDEXED_COLUMNS, StatsCollector
 from ..errors import CorruptDataError, DuplicateKeyError, InvalidArgumentError
 from .layout import LAYOUT_TAG, RUN_TAG, layout_signature, writer_properties
 from .options import RorderOptions
+from .threads import HelperPool
 
 log = logging.getLogger(__name__)
 
@@ -497,7 +497,7 @@ class PartitionRewriter:
         since_release = 0
         items = list(by_file.items())
         # Small files cost more in per-file overhead than in decoding: read two at a time.
-        with ThreadPoolExecutor(max_workers=READ_THREADS) as pool:
+        with HelperPool(READ_THREADS) as pool:
             for (_fi, groups), tables in zip(items, pool.map(read, items), strict=True):
                 pieces.extend(tables)
                 since_release += sum(rg.est_bytes for rg in groups)
@@ -592,7 +592,7 @@ class PartitionRewriter:
             with _timed(self.result, "take"):
                 return table.take(indices.slice(start, ends[-1] - start)), ends
 
-        with ThreadPoolExecutor(max_workers=1) as pool:
+        with HelperPool(1) as pool:
             pending = pool.submit(gather, groups[0])
             for k in range(len(groups)):
                 gathered, ends = pending.result()
@@ -640,7 +640,7 @@ class PartitionRewriter:
                 sort_run(bounds)
 
         # One task per thread, each a contiguous share of the values.
-        with ThreadPoolExecutor(max_workers=SORT_THREADS) as pool:
+        with HelperPool(SORT_THREADS) as pool:
             list(pool.map(sort_runs, _groups(run_ends, -(-len(order) // SORT_THREADS))))
         return perm, run_ends
 
@@ -774,7 +774,7 @@ def _spill_compression() -> str | None:
 
 def _prefetched(items: Iterator[Any]) -> Iterator[Any]:
     """The items of an iterator, the next one produced in a second thread while this one is used."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    with HelperPool(1) as pool:
         pending = pool.submit(next, items, None)
         while True:
             item = pending.result()
