@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,9 @@ def start_session(app_name: str = "deltaextras-tests") -> Any:
     """A classic ``SparkSession`` with Delta Lake (the caller stops it)."""
     os.environ.pop("SPARK_REMOTE", None)
     os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    # Python UDF workers (mapInArrow of rorder_spark) run this interpreter, where deltaextras is installed
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # loopback only: the driver binds nothing else
     from pyspark.sql import SparkSession
 
     builder = (
@@ -90,6 +94,8 @@ def start_session(app_name: str = "deltaextras-tests") -> Any:
         .config("spark.databricks.delta.snapshotPartitions", "2")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.memory", "1g")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.databricks.delta.retentionDurationCheck.enabled", "false")

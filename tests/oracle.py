@@ -86,6 +86,7 @@ def assert_layout(
     across row groups and files of each partition directory with disjoint ranges. Returns the row-group count."""
     by_dir: dict[str, list[tuple[Any, Any, bool]]] = {}
     groups = 0
+    column = physical_name(uri, column, storage_options)
     for path, md in footers(uri, storage_options).items():
         if partition is not None and not path.startswith(partition + "/"):
             continue
@@ -116,6 +117,15 @@ def assert_layout(
             assert hi < lo, f"{d}: files overlap on values {hi} >= {lo}"
         assert sum(1 for *_, n in files if n) <= 1, f"{d}: nulls in more than one file"
     return groups
+
+
+def physical_name(uri: str, column: str, storage_options: dict[str, str] | None = None) -> str:
+    """The name of ``column`` inside the Parquet files: its physical name on a column-mapped table."""
+    dt_ = DeltaTable(uri, storage_options=storage_options or None)
+    for f in json.loads(dt_.schema().to_json())["fields"]:
+        if f["name"] == column:
+            return (f.get("metadata") or {}).get("delta.columnMapping.physicalName", column)
+    return column
 
 
 def sensor_batch(rng: np.random.Generator, nodes: int, rows: int, node_range: int = 0, base: int = 0) -> pa.Table:

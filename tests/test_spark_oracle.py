@@ -118,17 +118,18 @@ def test_rorder_column_mapping(delta_spark: Any, spark: Any, tmp_path: Path) -> 
     )
     for b in range(3):
         delta_spark.range(0, 40).selectExpr(
-            "(id * 7 + %d) %% 20 AS node_id" % b,
+            f"(id * 7 + {b}) % 20 AS node_id",
             f"timestamp_seconds({b} * 1000 + id) AS `utc time`",
             f"CAST(id * 0.5 + {b} AS DOUBLE) AS value",
-            "((id * 7 + %d) %% 20) div 10 AS node_id_range" % b,
+            f"((id * 7 + {b}) % 20) div 10 AS node_id_range",
         ).write.format("delta").mode("append").save(uri)
     delta_spark.sql(f"ALTER TABLE delta.`{uri}` RENAME COLUMN value TO reading")
     before = assert_engines_agree(uri, delta_spark=delta_spark)
     report = rorder(uri, sort_by="utc time", max_workers=1)
     assert {r.status for r in report} == {"committed"}
     assert_engines_agree(uri, delta_spark=delta_spark, expected=before)
-    assert set(delta_spark.read.format("delta").load(uri).columns) == {"node_id", "utc time", "reading", "node_id_range"}
+    columns = set(delta_spark.read.format("delta").load(uri).columns)
+    assert columns == {"node_id", "utc time", "reading", "node_id_range"}
     # the rewritten files use the physical names, as the protocol requires
     st = TableStorage(uri)
     adds = [a["add"] for a in read_commit(st, DeltaTable(uri).version()) or [] if "add" in a]
@@ -155,7 +156,8 @@ def test_deletion_vectors_inline_files_and_unions(delta_spark: Any, spark: Any, 
         actions = read_commit(TableStorage(uri), report.commit_version) or []
         adds = [a["add"] for a in actions if "add" in a]
         kinds |= {a["deletionVector"]["storageType"] for a in adds}
-        vector_files = {a["deletionVector"]["pathOrInlineDv"] for a in adds if a["deletionVector"]["storageType"] == "u"}
+        vectors = [a["deletionVector"] for a in adds]
+        vector_files = {v["pathOrInlineDv"] for v in vectors if v["storageType"] == "u"}
         if kwargs:  # one vector file holds the vectors of several data files
             assert len(vector_files) < len(adds)
         spark_count = delta_spark.read.format("delta").load(uri).where(predicate).count()
