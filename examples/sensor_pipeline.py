@@ -83,6 +83,8 @@ def start_local_delta_spark(jar_dir: str) -> Any:
     jars = sorted(str(p) for p in Path(jar_dir).expanduser().glob("*.jar"))
     if not any(Path(j).name.startswith("delta-spark") for j in jars):
         raise SystemExit(f"no delta-spark jar in {jar_dir}")
+    for name in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED"):  # those would make the builder go remote
+        os.environ.pop(name, None)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the UDF workers need deltaextras
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # a local run binds the loopback address only
     spark = (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -134,6 +135,7 @@ def test_pipeline_script_on_apache_spark_with_delta(tmp_path: Path) -> None:
         text=True,
         timeout=600,
         cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
