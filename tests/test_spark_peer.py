@@ -1,5 +1,6 @@
 """Apache Spark with Delta Lake as a peer writer: tables Spark wrote (appends, DELETE with deletion vectors,
-UPDATE, MERGE, OPTIMIZE, OPTIMIZE ZORDER BY, its checkpoints, column mapping) are rewritten by rorder --
+UPDATE, MERGE, OPTIMIZE, OPTIMIZE ZORDER BY, its checkpoints; column mapping in test_spark_oracle.py) are
+rewritten by rorder --
 in this process and as Spark tasks on the classic session (rorder_spark) -- with identical content and
 one row group per value, and Spark reads the result."""
 
@@ -76,20 +77,19 @@ def spark_written_table(spark: Any, uri: str, *, column_mapping: bool) -> list[s
 
 @pytest.fixture(scope="module")
 def spark_tables(delta_spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, list[str]]]:
-    """Each table built once by Spark (its commits are the slow part); tests rewrite copies."""
-    out = {}
-    for name in ("plain", "column_mapping"):
-        path = tmp_path_factory.mktemp("spark-written") / name
-        out[name] = (path, spark_written_table(delta_spark, str(path), column_mapping=name == "column_mapping"))
-    return out
+    """The table built once by Spark (its commits are the slow part); tests rewrite copies. (A table
+    Spark created with column mapping and a renamed column is rewritten in test_spark_oracle.py.)"""
+    path = tmp_path_factory.mktemp("spark-written") / "plain"
+    return {"plain": (path, spark_written_table(delta_spark, str(path), column_mapping=False))}
 
 
 @pytest.mark.parametrize(
     ("table", "runner"),
-    [("plain", "local"), ("column_mapping", "spark_tasks")],
-    ids=["plain-rorder", "column_mapping-rorder_spark_classic"],
+    [("plain", "local"), ("plain", "spark_tasks")],
+    ids=["rorder", "rorder_spark_classic"],
 )
 def test_rorder_rewrites_what_spark_wrote(
+    monkeypatch: pytest.MonkeyPatch,
     delta_spark: Any,
     spark: Any,
     spark_tables: dict[str, tuple[Path, list[str]]],
@@ -110,10 +110,14 @@ def test_rorder_rewrites_what_spark_wrote(
     if runner == "local":
         reports = rorder(uri, sort_by="batch", max_workers=1, raise_on_failure=False)
     else:
+        # pyspark follows this variable (set by the Sail session of this test process) and would build a
+        # Connect UDF for the classic DataFrame; a process with only a classic session never has it
+        monkeypatch.delenv("SPARK_CONNECT_MODE_ENABLED", raising=False)
         reports = [
             PartitionReport(**r.asDict())
             for r in rorder_spark(delta_spark, uri, sort_by="batch", max_tasks=2, raise_on_failure=False).collect()
         ]
+    monkeypatch.undo()
     assert [r.status for r in reports] == ["committed"] * (NODES // WIDTH), reports
     assert_engines_agree(uri, delta_spark=delta_spark, sail=spark, expected=before)
     assert assert_layout(uri, "node_id") == NODES
