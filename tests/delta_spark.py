@@ -76,8 +76,11 @@ def unavailable() -> str | None:
 
 def start_session(app_name: str = "deltaextras-tests") -> Any:
     """A classic ``SparkSession`` with Delta Lake (the caller stops it)."""
-    os.environ.pop("SPARK_REMOTE", None)
-    os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    # The builder goes remote when these are set (a Sail session of this process sets the second); they
+    # are put back afterwards, since pyspark's functions follow them for the Connect sessions in use.
+    saved = {
+        name: os.environ.pop(name) for name in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED") if name in os.environ
+    }
     # Python UDF workers (mapInArrow of rorder_spark) run this interpreter, where deltaextras is installed
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # loopback only: the driver binds nothing else
@@ -102,7 +105,10 @@ def start_session(app_name: str = "deltaextras-tests") -> Any:
         .config("spark.sql.warehouse.dir", str(Path(os.environ.get("TMPDIR", "/tmp")) / "deltaextras-spark-warehouse"))
         .config("spark.driver.extraJavaOptions", "-Dderby.system.home=/tmp/deltaextras-derby")
     )
-    session = builder.getOrCreate()
+    try:
+        session = builder.getOrCreate()
+    finally:
+        os.environ.update(saved)
     session.sparkContext.setLogLevel("ERROR")
     return session
 

@@ -133,22 +133,27 @@ def _make_task(
     def rorder_partition_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import time as _time
 
-        for attempt in range(6):
+        for attempt in range(8):
             try:
+                import deltaextras
+                import deltaextras.ops.rorder  # noqa: F401
                 from deltaextras.app.spark import run_message_batch as run
 
                 break
-            except ImportError as exc:
-                raise RuntimeError(
-                    "deltaextras is not importable by the Python that runs UDFs on this Spark executor "
-                    f"({exc}); install it there (pip install deltaextras, a cluster library, or an "
-                    "environment archive) — see docs/spark.md"
-                ) from exc
-            except RuntimeError as exc:
+            except (ImportError, RuntimeError) as exc:
                 # Engines that run several tasks as threads of one interpreter (Sail) can import the package
-                # in two threads at once; Python then breaks the import-lock cycle with a _DeadlockError in
-                # one of them. The other thread finishes the import: try again.
-                if "deadlock" not in str(exc).lower() or attempt == 5:
+                # in two threads at once: Python then breaks an import-lock cycle with a _DeadlockError, or
+                # one thread sees a module the other is still initializing ("partially initialized").
+                # The other thread finishes the import: try again.
+                text = str(exc).lower()
+                racing = "deadlock" in text or "partially initialized" in text
+                if isinstance(exc, ImportError) and not racing:
+                    raise RuntimeError(
+                        "deltaextras is not importable by the Python that runs UDFs on this Spark executor "
+                        f"({exc}); install it there (pip install deltaextras, a cluster library, or an "
+                        "environment archive) — see docs/spark.md"
+                    ) from exc
+                if not racing or attempt == 7:
                     raise
                 _time.sleep(0.05 * (attempt + 1))
         for batch in batches:
