@@ -1,22 +1,27 @@
 """Sensor pipeline on Spark: five-minute batches in, row-group optimizer, point query out.
 
-What it does, all through PySpark (Spark Connect):
+What it does, all through PySpark (Spark Connect, or a classic Apache Spark session with Delta Lake):
 
 1. creates the table ``--table`` partitioned by ``node_id_range`` with the range ``CHECK``
    constraint (``deltaextras.ops.ranges.create_range_table``), unless it exists;
 2. appends ``--batches`` five-minute batches of ``--nodes`` sensors with
    ``deltaextras.ops.ranges.RangeAppender`` (Spark writes; the range column is derived for it);
-3. runs a point query ``node_id = --query-node`` and counts the Parquet row groups whose min/max
+3. appends one row whose range column contradicts its node_id, straight through Spark's Delta writer
+   (no range helper): the table's ``CHECK`` constraint must make the engine refuse it;
+4. runs a point query ``node_id = --query-node`` and counts the Parquet row groups whose min/max
    statistics admit that node (the row groups a reader has to fetch);
-4. runs the optimizer (``--runner spark``: ``deltaextras.app.spark.rorder_spark``, the partition jobs as
+5. runs the optimizer (``--runner spark``: ``deltaextras.app.spark.rorder_spark``, the partition jobs as
    Spark tasks; ``--runner local``: ``deltaextras.ops.rorder`` in local processes);
-5. runs the same query again, counts row groups again, and checks that the query result and the
+6. runs the same query again, counts row groups again, and checks that the query result and the
    whole table (a checksum read through Spark and through deltalake) are unchanged.
 
-Run it against a Spark Connect server (``--remote sc://host:15002``), or without ``--remote`` to
-start a local Sail server in this process::
+Run it against a Spark Connect server (``--remote sc://host:15002``), without ``--remote`` to
+start a local Sail server in this process, or with ``--delta-jars DIR`` to start a local Apache Spark
+(the full ``pyspark`` package) with the Delta Lake jars in ``DIR`` (``spark.jars``; fetch them with
+``mvn -f tests/spark/pom.xml dependency:copy-dependencies -DoutputDirectory=DIR``)::
 
     python examples/sensor_pipeline.py --table /tmp/sensors --nodes 300 --batches 12
+    python examples/sensor_pipeline.py --table /tmp/sensors --delta-jars ~/.cache/delta-jars
 
 Exit status 0 when every check passed, 1 otherwise.
 """
@@ -69,6 +74,38 @@ def start_local_sail() -> tuple[Any, str]:
     return server, f"sc://{address[0]}:{address[1]}"
 
 
+def start_local_delta_spark(jar_dir: str) -> Any:
+    """A classic local ``SparkSession`` with Delta Lake: the jars of ``jar_dir`` go to ``spark.jars``."""
+    import os
+
+    from pyspark.sql import SparkSession
+
+    jars = sorted(str(p) for p in Path(jar_dir).expanduser().glob("*.jar"))
+    if not any(Path(j).name.startswith("delta-spark") for j in jars):
+        raise SystemExit(f"no delta-spark jar in {jar_dir}")
+    for name in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED"):  # those would make the builder go remote
+        os.environ.pop(name, None)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the UDF workers need deltaextras
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # a local run binds the loopback address only
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("sensor-pipeline")
+        .config("spark.jars", ",".join(jars))
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.databricks.delta.snapshotPartitions", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
 def connect(remote: str) -> Any:
     """A ``SparkSession`` over Spark Connect."""
     from pyspark.sql import SparkSession
@@ -79,13 +116,11 @@ def connect(remote: str) -> Any:
 # ----------------------------------------------------------------------------- the data
 def batch_frame(spark: Any, nodes: int, batch: int) -> Any:
     """One five-minute batch: a reading per node, deterministic values (no ``rand``)."""
-    from pyspark.sql import functions as F
-
     ts = int(EPOCH.timestamp()) + batch * BATCH_SECONDS
-    return spark.range(0, nodes).select(
-        F.col("id").alias("node_id"),
-        F.timestamp_seconds(F.lit(ts)).alias("utc_time"),
-        F.round(F.sin(F.col("id") * F.lit(0.37) + F.lit(batch)) * F.lit(100.0), 3).alias("value"),
+    return spark.range(0, nodes).selectExpr(
+        "id AS node_id",
+        f"timestamp_seconds({ts}) AS utc_time",
+        f"round(sin(id * 0.37 + {batch}) * 100.0, 3) AS value",
     )
 
 
@@ -95,6 +130,23 @@ def append_batches(spark: Any, table: str, nodes: int, batches: int, first_batch
     for b in range(first_batch, first_batch + batches):
         appender.append(batch_frame(spark, nodes, b))
     return nodes * batches
+
+
+def violating_append_rejected(spark: Any, table: str, width: int) -> tuple[bool, str]:
+    """Append one row whose ``node_id_range`` contradicts its ``node_id`` through Spark's own Delta writer
+    (no range helper). Returns ``(rejected, the engine's message)``; the table's CHECK constraint should
+    make Spark refuse it (``DELTA_VIOLATE_CONSTRAINT_WITH_VALUES``)."""
+    bad = spark.range(0, 1).selectExpr(
+        "CAST(1 AS BIGINT) AS node_id",
+        "timestamp_seconds(0) AS utc_time",
+        "CAST(0 AS DOUBLE) AS value",
+        "CAST(9999 AS BIGINT) AS node_id_range",
+    )
+    try:
+        bad.write.format("delta").mode("append").save(table)
+    except Exception as exc:  # the engine's own exception type (classic or Connect)
+        return True, str(exc).strip().splitlines()[0][:160]
+    return False, "accepted"
 
 
 # ----------------------------------------------------------------------------- measurements
@@ -151,9 +203,7 @@ def checksum_deltalake(table: str, storage_options: dict[str, str] | None = None
 
 def point_query(spark: Any, table: str, node: int) -> list[tuple[Any, ...]]:
     """``SELECT * WHERE node_id = node`` through Spark, as sorted tuples."""
-    from pyspark.sql import functions as F
-
-    rows = spark.read.format("delta").load(table).where(F.col("node_id") == F.lit(node)).toArrow()
+    rows = spark.read.format("delta").load(table).where(f"node_id = {int(node)}").toArrow()
     canon = canonical(rows)
     return list(zip(*(c.to_pylist() for c in canon.columns), strict=True))
 
@@ -177,6 +227,7 @@ class PipelineResult:
     checksum_deltalake_before: str
     checksum_deltalake_after: str
     optimizer_seconds: float
+    constraint_rejected: bool = False
     partitions: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -192,7 +243,13 @@ class PipelineResult:
     @property
     def ok(self) -> bool:
         """Every check passed and the optimized layout needs one row group for the query."""
-        return self.query_identical and self.content_identical and self.row_groups_after == 1 and self.query_rows > 0
+        return (
+            self.query_identical
+            and self.content_identical
+            and self.constraint_rejected
+            and self.row_groups_after == 1
+            and self.query_rows > 0
+        )
 
 
 def run_pipeline(
@@ -224,6 +281,9 @@ def run_pipeline(
     rows = append_batches(spark, table, nodes, batches)
     elapsed = time.monotonic() - started
     say(f"appended {batches} batch(es) x {nodes} node(s) = {rows} rows through Spark in {elapsed:.1f}s")
+
+    rejected, message = violating_append_rejected(spark, table, width)
+    say(f"append violating the range constraint: {'rejected' if rejected else 'ACCEPTED'} ({message})")
 
     before_rows = point_query(spark, table, node)
     rg_before = row_groups_needed(table, "node_id", node)
@@ -261,6 +321,7 @@ def run_pipeline(
         checksum_deltalake_after=checksum_deltalake(table),
         optimizer_seconds=round(seconds, 3),
         partitions=partitions,
+        constraint_rejected=rejected,
     )
     say(
         f"row groups needed: {rg_before} before, {rg_after} after; query identical: {result.query_identical}; "
@@ -279,6 +340,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--query-node", type=int, help="node_id of the point query (default: nodes // 2)")
     p.add_argument("--runner", choices=("spark", "local"), default="spark", help="where the partition jobs run")
     p.add_argument("--remote", help="Spark Connect URL (default: start a local Sail server)")
+    p.add_argument(
+        "--delta-jars", metavar="DIR", help="start a local Apache Spark with the Delta Lake jars of DIR instead of Sail"
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     return p.parse_args(argv)
 
@@ -289,10 +353,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     table = args.table or str(Path(tempfile.mkdtemp(prefix="sensors-")) / "sensors")
     server = None
     remote = args.remote
-    if remote is None:
-        server, remote = start_local_sail()
-        print(f"started Sail at {remote}", file=sys.stderr)
-    spark = connect(remote)
+    if args.delta_jars:
+        spark = start_local_delta_spark(args.delta_jars)
+        print(f"started Apache Spark {spark.version} with Delta Lake (local[2])", file=sys.stderr)
+    else:
+        if remote is None:
+            server, remote = start_local_sail()
+            print(f"started Sail at {remote}", file=sys.stderr)
+        spark = connect(remote)
     try:
         result = run_pipeline(
             spark,

@@ -27,6 +27,7 @@ _SERVICE_MARKERS = {
     "spark": "sail",
     "sail_cloud": "sail",
     "spark_cloud": "sail",
+    "delta_spark": "delta_spark",
 }
 
 
@@ -50,6 +51,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for fixture_name, marker in _SERVICE_MARKERS.items():
             if fixture_name in names and item.get_closest_marker(marker) is None:
                 item.add_marker(marker)
+        if "delta_spark" in names:  # one JVM for all of them under `-n 2 --dist loadgroup`
+            item.add_marker(pytest.mark.xdist_group("delta_spark"))
 
 
 def _start(kind: str, starter: Callable[[], Any], request: pytest.FixtureRequest) -> Any:
@@ -119,6 +122,24 @@ def spark(sail: SailServer) -> Iterator[Any]:
 def spark_cloud(sail_cloud: SailServer) -> Iterator[Any]:
     """A ``pyspark.sql.SparkSession`` on the Sail server that reaches Azurite and moto S3."""
     yield from _session(sail_cloud)
+
+
+@pytest.fixture(scope="session")
+def delta_spark() -> Iterator[Any]:
+    """One classic (JVM) ``SparkSession`` with Delta Lake for the whole run (see tests/delta_spark.py).
+
+    Skips when pyspark, Java or the Delta jars are missing, unless ``DELTAEXTRAS_REQUIRE_SPARK=1``
+    (``.ci/run`` sets it): then it fails."""
+    import delta_spark as ds
+
+    reason = ds.unavailable()
+    if reason is not None:
+        if ds.required():
+            pytest.fail(f"Spark with Delta is required here but unavailable: {reason}", pytrace=False)
+        pytest.skip(f"Spark with Delta unavailable: {reason}")
+    session = ds.start_session()
+    yield session
+    session.stop()
 
 
 @pytest.fixture(

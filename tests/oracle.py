@@ -86,6 +86,7 @@ def assert_layout(
     across row groups and files of each partition directory with disjoint ranges. Returns the row-group count."""
     by_dir: dict[str, list[tuple[Any, Any, bool]]] = {}
     groups = 0
+    column = physical_name(uri, column, storage_options)
     for path, md in footers(uri, storage_options).items():
         if partition is not None and not path.startswith(partition + "/"):
             continue
@@ -116,6 +117,15 @@ def assert_layout(
             assert hi < lo, f"{d}: files overlap on values {hi} >= {lo}"
         assert sum(1 for *_, n in files if n) <= 1, f"{d}: nulls in more than one file"
     return groups
+
+
+def physical_name(uri: str, column: str, storage_options: dict[str, str] | None = None) -> str:
+    """The name of ``column`` inside the Parquet files: its physical name on a column-mapped table."""
+    dt_ = DeltaTable(uri, storage_options=storage_options or None)
+    for f in json.loads(dt_.schema().to_json())["fields"]:
+        if f["name"] == column:
+            return (f.get("metadata") or {}).get("delta.columnMapping.physicalName", column)
+    return column
 
 
 def sensor_batch(rng: np.random.Generator, nodes: int, rows: int, node_range: int = 0, base: int = 0) -> pa.Table:
@@ -157,3 +167,47 @@ def row_groups(uri: str, storage_options: dict[str, str] | None = None) -> list[
         pf = pq.ParquetFile(pa.BufferReader(st.read(unquote(add["path"]))))
         out.extend(pf.read_row_group(i) for i in range(pf.metadata.num_row_groups))
     return out
+
+
+# ------------------------------------------------------------------ several engines on one table
+def content_checksum(table: pa.Table) -> tuple[int, str]:
+    """:func:`rows_checksum` of every column after :func:`normalized`: equal for the same rows whichever
+    engine read them (Spark, Sail and delta-rs differ in integer widths, string and timestamp types)."""
+    return rows_checksum(normalized(table, sorted(table.column_names)))
+
+
+def engine_checksums(
+    uri: str, *, delta_spark: Any = None, sail: Any = None, storage_options: dict[str, str] | None = None
+) -> dict[str, tuple[int, str]]:
+    """Content checksums of the live rows through delta-rs and, when given, Apache Spark with Delta
+    Lake (a classic session) and Sail (a Spark Connect session)."""
+    out = {"delta-rs": content_checksum(scan(uri, storage_options))}
+    if delta_spark is not None:
+        out["spark"] = content_checksum(delta_spark.read.format("delta").load(uri).toArrow())
+    if sail is not None:
+        out["sail"] = content_checksum(sail.read.format("delta").load(uri).toArrow())
+    return out
+
+
+def assert_engines_agree(
+    uri: str,
+    *,
+    delta_spark: Any = None,
+    sail: Any = None,
+    expected: tuple[int, str] | None = None,
+    storage_options: dict[str, str] | None = None,
+) -> tuple[int, str]:
+    """Every engine reads the same content (and ``expected``, when given); Spark's ``DESCRIBE HISTORY``
+    and ``DESCRIBE DETAIL`` accept the log and agree with delta-rs on the version and the live files."""
+    sums = engine_checksums(uri, delta_spark=delta_spark, sail=sail, storage_options=storage_options)
+    first = sums["delta-rs"]
+    assert all(v == first for v in sums.values()), sums
+    if expected is not None:
+        assert first == expected, (first, expected)
+    if delta_spark is not None:
+        table = DeltaTable(uri, storage_options=storage_options or None)
+        history = delta_spark.sql(f"DESCRIBE HISTORY delta.`{uri}`").collect()
+        assert history[0]["version"] == table.version(), (history[0], table.version())
+        detail = delta_spark.sql(f"DESCRIBE DETAIL delta.`{uri}`").collect()[0]
+        assert detail["numFiles"] == len(live_adds(uri, storage_options)), detail
+    return first

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -63,6 +64,7 @@ def test_pipeline_end_to_end(spark: Any, tmp_path: Path, pipeline: ModuleType, r
     assert result.checksum_spark_after == result.checksum_deltalake_after
     assert result.checksum_spark_before == result.checksum_spark_after
     assert result.content_identical and result.ok
+    assert result.constraint_rejected  # Sail enforces the table's CHECK constraint as well
     assert [p["status"] for p in result.partitions] == ["committed"] * 3
     assert assert_layout(table, "node_id") == 120
     assert DeltaTable(table).count() == 720
@@ -99,3 +101,48 @@ def test_pipeline_script_starts_its_own_sail(tmp_path: Path) -> None:
     assert (result["row_groups_before"], result["row_groups_after"]) == (3, 1)
     assert result["rows"] == 180
     assert "started Sail at sc://127.0.0.1:" in proc.stderr
+
+
+def test_pipeline_script_on_apache_spark_with_delta(tmp_path: Path) -> None:
+    """The example end to end on a classic Apache Spark session with Delta Lake (its own process, its
+    own JVM): Spark appends through the range helper, Delta itself refuses the append that violates
+    the CHECK constraint, rorder_spark runs as Spark tasks, Spark's point query needs one row group."""
+    import delta_spark
+
+    reason = delta_spark.unavailable()
+    if reason is not None:
+        if delta_spark.required():
+            pytest.fail(f"Spark with Delta is required here but unavailable: {reason}", pytrace=False)
+        pytest.skip(f"Spark with Delta unavailable: {reason}")
+    table = tmp_path / "sensors"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLE),
+            "--table",
+            str(table),
+            "--nodes",
+            "60",
+            "--batches",
+            "3",
+            "--width",
+            "20",
+            "--delta-jars",
+            str(delta_spark.jar_cache_dir()),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["ok"] and result["content_identical"] and result["query_identical"]
+    assert result["constraint_rejected"]
+    assert "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES" in proc.stderr
+    assert (result["row_groups_before"], result["row_groups_after"]) == (3, 1)
+    assert result["rows"] == 180
+    assert [p["status"] for p in result["partitions"]] == ["committed"] * 3
+    assert "started Apache Spark 4.2.0 with Delta Lake" in proc.stderr

@@ -6,7 +6,8 @@ Python function that calls :func:`~deltaextras.ops.rorder.rorder_single` on the 
 returns its :class:`~deltaextras.ops.report.PartitionReport` as an Arrow row; the driver collects them
 and hands back a local report DataFrame. Only ``createDataFrame``, ``repartition``,
 ``mapInArrow`` and ``collect`` are used: DataFrame API calls that Spark Connect and a classic
-``SparkSession`` both offer (the tests run it over Spark Connect against Sail 0.7.2).
+``SparkSession`` both offer (the tests run it over Spark Connect against Sail 0.7.2 and on a classic
+Apache Spark 4.2 session with Delta Lake 4.4).
 
 Requirements on the cluster: ``deltaextras`` (with its dependencies deltalake, pyarrow, obstore,
 pyroaring) importable by the Python that runs UDFs on the executors, and storage credentials on
@@ -130,14 +131,31 @@ def _make_task(
     """The function shipped to the executors (pickled by value; it imports deltaextras there)."""
 
     def rorder_partition_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        try:
-            from deltaextras.app.spark import run_message_batch as run
-        except ImportError as exc:
-            raise RuntimeError(
-                "deltaextras is not importable by the Python that runs UDFs on this Spark executor "
-                f"({exc}); install it there (pip install deltaextras, a cluster library, or an "
-                "environment archive) — see docs/spark.md"
-            ) from exc
+        import time as _time
+
+        for attempt in range(8):
+            try:
+                import deltaextras
+                import deltaextras.ops.rorder  # noqa: F401
+                from deltaextras.app.spark import run_message_batch as run
+
+                break
+            except (ImportError, RuntimeError) as exc:
+                # Engines that run several tasks as threads of one interpreter (Sail) can import the package
+                # in two threads at once: Python then breaks an import-lock cycle with a _DeadlockError, or
+                # one thread sees a module the other is still initializing ("partially initialized").
+                # The other thread finishes the import: try again.
+                text = str(exc).lower()
+                racing = "deadlock" in text or "partially initialized" in text
+                if isinstance(exc, ImportError) and not racing:
+                    raise RuntimeError(
+                        "deltaextras is not importable by the Python that runs UDFs on this Spark executor "
+                        f"({exc}); install it there (pip install deltaextras, a cluster library, or an "
+                        "environment archive) — see docs/spark.md"
+                    ) from exc
+                if not racing or attempt == 7:
+                    raise
+                _time.sleep(0.05 * (attempt + 1))
         for batch in batches:
             if batch.num_rows:
                 yield run(batch, storage_options)
