@@ -134,7 +134,7 @@ class TableSnapshot:
         version: int | None = None,
         *,
         storage: TableStorage | None = None,
-        cross_check: bool = True,
+        cross_check: bool = False,
     ) -> TableSnapshot:
         """Load a table at ``version`` (default: latest), refusing unsupported protocols by name."""
         storage = storage or TableStorage(uri, storage_options)

@@ -1,0 +1,343 @@
+"""A table at one version as one partition sees it: protocol, metadata and application markers of the
+whole table, but only that partition's live files and deletion vectors.
+
+The log is read with the partition in hand: checkpoint Parquet (classic, multi-part, v2 with sidecars)
+with a column projection (no tombstones, no ``*_parsed`` copies) and a row filter on the partition
+value applied in Arrow before any row becomes a Python object; the commits after the checkpoint are
+filtered the same way; deletion vectors are read from our own parse of the vector files
+(:mod:`deltaextras.core.dv`), for the partition's files only. Memory follows the partition, not the
+table. deltalake's view of the same table is an opt-in cross-check (``cross_check=True``), used by the
+tests.
+
+Example:
+    >>> import tempfile, pyarrow as pa
+    >>> from deltalake import write_deltalake
+    >>> path = tempfile.mkdtemp()
+    >>> write_deltalake(path, pa.table({"node_id": [1, 2, 3], "node_id_range": [0, 0, 1]}),
+    ...                 partition_by=["node_id_range"])
+    >>> snap = PartitionSnapshot.load(path, unit=lambda head: "node_id_range", value="1")
+    >>> snap.version, snap.scope, [f.partition_values for f in snap.files]
+    (0, ('node_id_range', '1'), [{'node_id_range': '1'}])
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..errors import CommitConflictError, CorruptDataError, InvalidArgumentError
+from .actions import (
+    Action,
+    Add,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    Remove,
+    Sidecar,
+    Txn,
+    decode_action,
+    decode_checkpoint_batch,
+    decode_commit,
+)
+from .dv import keep_mask, read_deletion_vectors
+from .log import LOG_DIR, LogListing, LogState, commit_key, list_log
+from .protocol import check_protocol
+from .schema import TableSchema
+from .snapshot import LiveFile, TableSnapshot
+from .storage import TableStorage
+
+# Checkpoint columns that describe the table rather than its files (read whole: one row each, or few).
+HEAD_COLUMNS = ("metaData", "protocol", "txn", "domainMetadata", "sidecar")
+BATCH_ROWS = 16_384
+
+
+@dataclass
+class LogHead:
+    """What every reader of one version needs before it looks at files: the checkpoint used, the
+    commits after it (raw), protocol, metadata, application markers and metadata domains."""
+
+    storage: TableStorage
+    version: int
+    checkpoint: list[str]  # keys of the checkpoint parts (empty: replay from version 0)
+    tail: list[tuple[int, bytes]]  # (version, commit file bytes) after the checkpoint
+    protocol: Protocol
+    metadata: Metadata
+    txns: dict[str, int] = field(default_factory=dict)
+    domains: dict[str, DomainMetadata] = field(default_factory=dict)
+    sidecars: list[str] = field(default_factory=list)  # keys of v2 sidecar files
+
+    @property
+    def schema(self) -> TableSchema:
+        return TableSchema.from_metadata(self.metadata)
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return list(self.metadata.partition_columns or [])
+
+    def physical(self, column: str) -> str:
+        """The name the log's ``partitionValues`` use for a logical partition column."""
+        return self.schema.partition_physical(column)
+
+
+def read_head(storage: TableStorage, version: int | None = None, listing: LogListing | None = None) -> LogHead:
+    """The head of the table at ``version`` (default: latest): one pass over the checkpoint's head
+    columns and the commits after it; no ``add`` is decoded.
+
+    Example:
+        >>> import tempfile, pyarrow as pa
+        >>> from deltalake import write_deltalake
+        >>> path = tempfile.mkdtemp()
+        >>> write_deltalake(path, pa.table({"k": [1]}))
+        >>> head = read_head(TableStorage(path))
+        >>> head.version, head.protocol.min_reader_version, head.partition_columns
+        (0, 1, [])
+    """
+    listing = listing or list_log(storage)
+    if listing.latest < 0:
+        from ..errors import TableNotFoundError
+
+        raise TableNotFoundError(
+            f"no Delta table at {storage.uri} (no commits under _delta_log/); check the path and credentials"
+        )
+    if version is None:
+        version = listing.latest
+    if version > listing.latest:
+        raise InvalidArgumentError(f"version {version} of {storage.uri} does not exist yet (latest {listing.latest})")
+    cps = [v for v in listing.checkpoints if v <= version]
+    start = max(cps) + 1 if cps else 0
+    missing = [v for v in range(start, version + 1) if v not in listing.commits]
+    if missing:
+        if missing[0] < min(listing.commits):
+            raise CommitConflictError(
+                f"version {version} of {storage.uri} can no longer be read: log entries before "
+                f"{min(listing.commits)} were cleaned up. The plan is stale; plan again"
+            )
+        raise CorruptDataError(f"commit {missing[0]} of {storage.uri} is missing from the log; the table is damaged")
+    checkpoint = listing.checkpoints[max(cps)] if cps else []
+    protocol: Protocol | None = None
+    metadata: Metadata | None = None
+    txns: dict[str, int] = {}
+    domains: dict[str, DomainMetadata] = {}
+    sidecars: list[str] = []
+
+    def take(action: Action) -> None:
+        nonlocal protocol, metadata
+        if isinstance(action, Metadata):
+            metadata = action
+        elif isinstance(action, Protocol):
+            protocol = action
+        elif isinstance(action, Txn):
+            txns[action.app_id] = int(action.version)
+        elif isinstance(action, DomainMetadata):
+            if action.removed:
+                domains.pop(action.domain, None)
+            else:
+                domains[action.domain] = action
+        elif isinstance(action, Sidecar):
+            sidecars.append(LOG_DIR + "_sidecars/" + action.path.rsplit("/", 1)[-1])
+
+    for key in checkpoint:
+        if key.endswith(".json"):
+            for action in decode_commit(storage.read(key), -1):
+                take(action)
+        else:
+            for batch in _batches(storage, key, lambda schema: [c for c in HEAD_COLUMNS if c in schema.names]):
+                for action in decode_checkpoint_batch(_non_null_rows(batch)):
+                    take(action)
+    tail: list[tuple[int, bytes]] = []
+    for v in range(start, version + 1):
+        try:
+            data = storage.read(commit_key(v))
+        except FileNotFoundError:
+            raise CorruptDataError(f"commit {v} of {storage.uri} vanished while reading the log; retry") from None
+        tail.append((v, data))
+        for line in _lines(data, v):
+            if not _is_file_action(line):
+                take(decode_action(line))
+    if protocol is None or metadata is None:
+        raise CorruptDataError(f"the log of {storage.uri} has no protocol or metaData action up to {version}")
+    return LogHead(storage, version, checkpoint, tail, protocol, metadata, txns, domains, sidecars)
+
+
+def partition_adds(head: LogHead, column: str | None, value: str | None) -> dict[tuple[str, str | None], Add]:
+    """The live ``add`` actions of one partition (``column`` None: every file), keyed by logical file id."""
+    physical = head.physical(column) if column is not None else None
+    adds: dict[tuple[str, str | None], Add] = {}
+    storage = head.storage
+    parquet_parts = [k for k in head.checkpoint if not k.endswith(".json")] + head.sidecars
+    for key in head.checkpoint:
+        if key.endswith(".json"):
+            for action in decode_commit(storage.read(key), -1):
+                if isinstance(action, Add) and _matches(action.partition_values, physical, value):
+                    adds[action.file_id] = action
+    for key in parquet_parts:
+        for batch in _batches(storage, key, _add_projection):
+            if "add" not in batch.schema.names:
+                continue
+            rows = batch.filter(_add_mask(batch.column("add"), physical, value))
+            for action in decode_checkpoint_batch(rows):
+                assert isinstance(action, Add)
+                adds[action.file_id] = action
+    for v, data in head.tail:
+        removes: list[tuple[str, str | None]] = []
+        added: list[Add] = []
+        for line in _lines(data, v):
+            if "remove" in line:
+                removes.append(Remove.from_json(line["remove"]).file_id)
+            elif "add" in line:
+                body = line["add"]
+                pv = body.get("partitionValues") if isinstance(body, dict) else None
+                if _matches(pv if isinstance(pv, dict) else {}, physical, value):
+                    added.append(Add.from_json(body))
+        for fid in removes:
+            adds.pop(fid, None)
+        for add in added:
+            adds[add.file_id] = add
+    return adds
+
+
+class PartitionSnapshot(TableSnapshot):
+    """A :class:`TableSnapshot` that holds the files of one partition only (``scope``)."""
+
+    def __init__(self, head: LogHead, column: str | None, value: str | None) -> None:
+        state = LogState(
+            head.version, head.protocol, head.metadata, partition_adds(head, column, value), head.txns, head.domains
+        )
+        super().__init__(head.storage, state, None)
+        self.scope: tuple[str | None, str | None] = (column, value)
+
+    @classmethod
+    def load(  # type: ignore[override]
+        cls,
+        uri: str,
+        storage_options: dict[str, str] | None = None,
+        version: int | None = None,
+        *,
+        storage: TableStorage | None = None,
+        unit: Callable[[LogHead], str | None],
+        value: str | None,
+        cross_check: bool = False,
+    ) -> PartitionSnapshot:
+        """Load the partition ``unit(head) = value`` at ``version`` (default: latest). ``unit`` receives
+        the table's head (metadata, schema) and names the partition column (None: the whole table)."""
+        storage = storage or TableStorage(uri, storage_options)
+        head = read_head(storage, version)
+        check_protocol(head.protocol, dict(head.metadata.configuration or {}), head.metadata.schema_string)
+        column = unit(head)
+        snap = cls(head, column, value)
+        if cross_check:
+            snap.cross_check()
+        return snap
+
+    def partition_files(self, column: str | None, value: str | None) -> list[LiveFile]:
+        """Live files of the snapshot's partition; another partition is not known here."""
+        if column is not None and (column, value) != self.scope and self.scope[0] is not None:
+            raise InvalidArgumentError(
+                f"this snapshot holds {self.scope[0]}={self.scope[1]} only, not {column}={value}"
+            )
+        return super().partition_files(column, value)
+
+    def selection_vectors(self, files: list[LiveFile]) -> dict[str, np.ndarray]:
+        """Keep-masks of the given files that carry deletion vectors, read from the vector files (a mask
+        ends after the last deleted row; rows past its end are live)."""
+        with_dv = [f for f in files if f.dv]
+        bitmaps = read_deletion_vectors(self.storage, [f.dv for f in with_dv])
+        return {f.path: keep_mask(b, (b.max() + 1) if len(b) else 0) for f, b in zip(with_dv, bitmaps, strict=True)}
+
+    def cross_check(self) -> None:
+        """Compare the partition's files and deletion vectors with deltalake's view of the same version
+        (its whole snapshot; for tests and diagnosis); :class:`CorruptDataError` when they differ."""
+        full = TableSnapshot.load(self.storage.uri, storage=self.storage, version=self.version, cross_check=True)
+        column, value = self.scope
+        theirs = full.partition_files(column, value)
+        if sorted(f.add.file_id for f in theirs) != sorted(f.add.file_id for f in self.files):
+            raise CorruptDataError(
+                f"deltalake and the partition read disagree on the live files of {self.storage.uri} "
+                f"{column}={value} at version {self.version}; refusing to rewrite"
+            )
+        mine = self.selection_vectors(self.files)
+        other = full.selection_vectors(self.files) if mine else {}
+        for path, mask in mine.items():
+            want = other.get(path)
+            n = len(mask)
+            if want is None or not np.array_equal(mask, want[:n]) or not want[n:].all():
+                raise CorruptDataError(f"deltalake and our reading disagree on the deletion vector of {path}")
+
+
+# ------------------------------------------------------------------------------------- reading
+def _batches(storage: TableStorage, key: str, columns: Callable[[pa.Schema], list[str]]) -> Iterator[pa.RecordBatch]:
+    """Batches of a checkpoint Parquet file, reading only the columns ``columns(schema)`` picks."""
+    try:
+        source: Any = str(storage.local_root / key) if storage.local_root is not None else storage.open_input(key)
+        pf = pq.ParquetFile(source)
+    except FileNotFoundError:
+        raise CorruptDataError(f"checkpoint part {key} of {storage.uri} is missing; the table is damaged") from None
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise CorruptDataError(f"checkpoint part {key} of {storage.uri} is not readable: {str(exc)[:200]}") from None
+    cols = columns(pf.schema_arrow)
+    if not cols:
+        return
+    yield from pf.iter_batches(columns=cols, batch_size=BATCH_ROWS)
+
+
+def _add_projection(schema: pa.Schema) -> list[str]:
+    """``add.<field>`` for every field but the ``*_parsed`` copies (tombstones and head columns skipped).
+
+    Example:
+        >>> _add_projection(pa.schema([("add", pa.struct([("path", pa.string()), ("stats_parsed", pa.int64())])),
+        ...                            ("remove", pa.struct([("path", pa.string())]))]))
+        ['add.path']
+    """
+    if "add" not in schema.names:
+        return []
+    typ = schema.field("add").type
+    return [f"add.{typ.field(i).name}" for i in range(typ.num_fields) if not typ.field(i).name.endswith("_parsed")]
+
+
+def _non_null_rows(batch: pa.RecordBatch) -> pa.RecordBatch:
+    mask = None
+    for name in batch.schema.names:
+        valid = batch.column(name).is_valid()
+        mask = valid if mask is None else pc.or_(mask, valid)
+    return batch if mask is None else batch.filter(mask)
+
+
+def _add_mask(add: pa.Array, physical: str | None, value: str | None) -> pa.Array:
+    """True for the rows whose ``add`` is present and in the partition ``physical = value``."""
+    present = add.is_valid()
+    if physical is None:
+        return present
+    values = pc.map_lookup(pc.struct_field(add, "partitionValues"), pa.scalar(physical, pa.string()), "first")
+    if value is None:
+        return pc.and_(present, values.is_null())
+    return pc.and_(present, pc.fill_null(pc.equal(values, pa.scalar(value, pa.string())), False))
+
+
+def _matches(partition_values: dict[str, str | None] | None, physical: str | None, value: str | None) -> bool:
+    return physical is None or (partition_values or {}).get(physical) == value
+
+
+def _lines(data: bytes, version: int) -> Iterator[dict[str, Any]]:
+    for n, raw in enumerate(data.splitlines()):
+        if not raw.strip():
+            continue
+        try:
+            line = json.loads(raw)
+        except json.JSONDecodeError:
+            raise CorruptDataError(
+                f"log entry {version} line {n + 1} is not JSON; the table's log is damaged, repair it first"
+            ) from None
+        if not isinstance(line, dict) or len(line) != 1:
+            raise CorruptDataError(f"log entry {version} line {n + 1}: not exactly one action")
+        yield line
+
+
+def _is_file_action(line: dict[str, Any]) -> bool:
+    return "add" in line or "remove" in line or "cdc" in line or "commitInfo" in line
