@@ -168,23 +168,22 @@ def read_head(storage: TableStorage, version: int | None = None, listing: LogLis
 
 def partition_adds(head: LogHead, column: str | None, value: str | None) -> dict[tuple[str, str | None], Add]:
     """The live ``add`` actions of one partition (``column`` None: every file), keyed by logical file id."""
+    return adds_in(head, column, {value})
+
+
+def adds_in(head: LogHead, column: str | None, values: set[str | None]) -> dict[tuple[str, str | None], Add]:
+    """The live ``add`` actions whose partition ``column`` holds one of ``values`` (``column`` None: every
+    file), keyed by logical file id."""
     physical = head.physical(column) if column is not None else None
     adds: dict[tuple[str, str | None], Add] = {}
-    storage = head.storage
-    parquet_parts = [k for k in head.checkpoint if not k.endswith(".json")] + head.sidecars
-    for key in head.checkpoint:
-        if key.endswith(".json"):
-            for action in decode_commit(storage.read(key), -1):
-                if isinstance(action, Add) and _matches(action.partition_values, physical, value):
-                    adds[action.file_id] = action
-    for key in parquet_parts:
-        for batch in _batches(storage, key, _add_projection):
-            if "add" not in batch.schema.names:
-                continue
-            rows = batch.filter(_add_mask(batch.column("add"), physical, value))
-            for action in decode_checkpoint_batch(rows):
-                assert isinstance(action, Add)
-                adds[action.file_id] = action
+    for action in json_checkpoint_adds(head):
+        if _matches(action.partition_values, physical, values):
+            adds[action.file_id] = action
+    for batch in add_batches(head, _add_projection):
+        rows = batch.filter(_add_mask(batch.column("add"), physical, values))
+        for action in decode_checkpoint_batch(rows):
+            assert isinstance(action, Add)
+            adds[action.file_id] = action
     for v, data in head.tail:
         removes: list[tuple[str, str | None]] = []
         added: list[Add] = []
@@ -194,13 +193,43 @@ def partition_adds(head: LogHead, column: str | None, value: str | None) -> dict
             elif "add" in line:
                 body = line["add"]
                 pv = body.get("partitionValues") if isinstance(body, dict) else None
-                if _matches(pv if isinstance(pv, dict) else {}, physical, value):
+                if _matches(pv if isinstance(pv, dict) else {}, physical, values):
                     added.append(Add.from_json(body))
         for fid in removes:
             adds.pop(fid, None)
         for add in added:
             adds[add.file_id] = add
     return adds
+
+
+def json_checkpoint_adds(head: LogHead) -> Iterator[Add]:
+    """The ``add`` actions a JSON v2 checkpoint holds itself (its sidecars are read by :func:`add_batches`)."""
+    for key in head.checkpoint:
+        if key.endswith(".json"):
+            for action in decode_commit(head.storage.read(key), -1):
+                if isinstance(action, Add):
+                    yield action
+
+
+def add_batches(head: LogHead, columns: Callable[[pa.Schema], list[str]]) -> Iterator[pa.RecordBatch]:
+    """Record batches with an ``add`` column from every Parquet part and sidecar of the checkpoint, reading
+    only the columns ``columns(schema of the part)`` picks (``add.<field>`` paths)."""
+    for key in [k for k in head.checkpoint if not k.endswith(".json")] + head.sidecars:
+        for batch in _batches(head.storage, key, columns):
+            if "add" in batch.schema.names:
+                yield batch
+
+
+def tail_actions(head: LogHead) -> Iterator[tuple[int, list[Action]]]:
+    """The file actions (``add``, ``remove``) of each commit after the checkpoint, oldest first."""
+    for v, data in head.tail:
+        out: list[Action] = []
+        for line in _lines(data, v):
+            if "add" in line:
+                out.append(Add.from_json(line["add"]))
+            elif "remove" in line:
+                out.append(Remove.from_json(line["remove"]))
+        yield v, out
 
 
 class PartitionSnapshot(TableSnapshot):
@@ -309,19 +338,26 @@ def _non_null_rows(batch: pa.RecordBatch) -> pa.RecordBatch:
     return batch if mask is None else batch.filter(mask)
 
 
-def _add_mask(add: pa.Array, physical: str | None, value: str | None) -> pa.Array:
-    """True for the rows whose ``add`` is present and in the partition ``physical = value``."""
+def _add_mask(add: pa.Array, physical: str | None, values: set[str | None]) -> pa.Array:
+    """True for the rows whose ``add`` is present and whose partition ``physical`` holds one of ``values``."""
     present = add.is_valid()
     if physical is None:
         return present
-    values = pc.map_lookup(pc.struct_field(add, "partitionValues"), pa.scalar(physical, pa.string()), "first")
-    if value is None:
-        return pc.and_(present, values.is_null())
-    return pc.and_(present, pc.fill_null(pc.equal(values, pa.scalar(value, pa.string())), False))
+    found = partition_column(add, physical)
+    wanted = pa.array(sorted(v for v in values if v is not None), pa.string())
+    hit = pc.fill_null(pc.is_in(found, value_set=wanted), False)
+    if None in values:
+        hit = pc.or_(hit, found.is_null())
+    return pc.and_(present, hit)
 
 
-def _matches(partition_values: dict[str, str | None] | None, physical: str | None, value: str | None) -> bool:
-    return physical is None or (partition_values or {}).get(physical) == value
+def partition_column(add: pa.Array, physical: str) -> pa.Array:
+    """The value of one partition column for each ``add`` row of a checkpoint batch (null: null or absent)."""
+    return pc.map_lookup(pc.struct_field(add, "partitionValues"), pa.scalar(physical, pa.string()), "first")
+
+
+def _matches(partition_values: dict[str, str | None] | None, physical: str | None, values: set[str | None]) -> bool:
+    return physical is None or (partition_values or {}).get(physical) in values
 
 
 def _lines(data: bytes, version: int) -> Iterator[dict[str, Any]]:
