@@ -45,10 +45,13 @@ from ..errors import PartitionNotFoundError
 from .layout import LAYOUT_TAG, RUN_TAG, layout_signature
 from .message import RorderMessage, partition_value_to_str
 from .options import RorderOptions
-from .plan import _sort_key, _table_args, in_layout, resolve_unit
+from .plan import MAX_MESSAGE_JSON, _sort_key, _table_args, in_layout, resolve_unit
 
 _RECORDS = r'"numRecords"\s*:\s*(?P<n>\d+)'
-_NULL_KEY = "\x00"  # stands for a null partition value inside a directory key
+_NULL_KEY = "\x00"
+_FILE_OVERHEAD = (
+    24  # JSON around one (path, size) pair of a message  # stands for a null partition value inside a directory key
+)
 
 
 @dataclass
@@ -63,6 +66,18 @@ class Tally:
     run_nulls: int = 0  # files without a run tag
     runs: set[str] = field(default_factory=set)  # distinct run tags (kept up to two)
     dirs: set[str] = field(default_factory=set)  # distinct partition directories
+    listed: list[tuple[str, int]] | None = field(default_factory=list)  # (path, size) while a message holds them
+    listed_chars: int = 0
+
+    def list_files(self, files: list[tuple[str, int]]) -> None:
+        """Keep the files for the message while their JSON stays under the message budget."""
+        if self.listed is None:
+            return
+        self.listed_chars += sum(len(p) + _FILE_OVERHEAD for p, _ in files)
+        if self.listed_chars > MAX_MESSAGE_JSON:
+            self.listed = None
+        else:
+            self.listed.extend(files)
 
     def add_run(self, run: str | None) -> None:
         if run is None:
@@ -120,14 +135,16 @@ class LeanPlan:
         return [p for p in self.partitions if p.action == "skip"]
 
     def message(self, part: PartitionSummary) -> RorderMessage:
-        """The work message of one partition (no file list: the worker reads the partition at ``version``)."""
-        return RorderMessage(
+        """The work message of one partition; the file list is left out when it would not fit a queue
+        message (the worker then reads the partition at ``version`` itself)."""
+        files = part.tally.listed
+        msg = RorderMessage(
             path=self.uri,
             version=self.version,
             partition_name=part.partition_name,
             partition_value=part.partition_value,
             has_partition=part.has_partition,
-            files=None,
+            files=None if files is None else tuple(files),
             options=RorderOptions(
                 by=self.by,
                 sort_by=self.options.sort_by,
@@ -137,6 +154,9 @@ class LeanPlan:
                 max_deleted_rows_ratio=self.options.max_deleted_rows_ratio,
             ),
         )
+        if len(msg.to_json()) > MAX_MESSAGE_JSON:
+            msg = msg.with_files(None)
+        return msg
 
     def messages(self) -> list[RorderMessage]:
         """Ready-to-send messages for every partition that needs work."""
@@ -291,6 +311,7 @@ def tally_partitions(head: LogHead, unit: str | None, signature: str) -> dict[st
         tags = add.tags or {}
         t.tagged += tags.get(LAYOUT_TAG) == signature
         t.add_run(tags.get(RUN_TAG))
+        t.list_files([(add.path, int(add.size or 0))])
         if len(dir_columns) > 1:
             t.dirs.add("\x01".join(_NULL_KEY if pv.get(c) is None else str(pv.get(c)) for c in dir_columns))
 
@@ -372,7 +393,23 @@ def _tally_batch(
         parts = [pc.fill_null(partition_column(add, c), _NULL_KEY) for c in dir_columns]
         columns["dir"] = pc.binary_join_element_wise(*parts, "\x01")
         aggs.append(("dir", "distinct"))
+    columns["path_chars"] = pc.fill_null(pc.utf8_length(pc.struct_field(add, "path")), 0)
+    aggs.append(("path_chars", "sum"))
     grouped = pa.table(columns).group_by("key").aggregate(aggs).to_pylist()
+    listing = [row["key"] for row in grouped if _fits(tallies.get(row["key"]), row)]
+    if listing:
+        keys = [k for k in listing if k is not None]
+        pick = pc.fill_null(pc.is_in(key, value_set=pa.array(keys, pa.string())), False)
+        if None in listing:
+            pick = pc.or_(pick, key.is_null())
+        rows = add.filter(pick)
+        files: dict[str | None, list[tuple[str, int]]] = {}
+        rkeys = (partition_column(rows, physical) if physical else pa.nulls(len(rows), pa.string())).to_pylist()
+        sizes = pc.struct_field(rows, "size").to_pylist() if size is not None else [0] * len(rows)
+        for k, p, sz in zip(rkeys, pc.struct_field(rows, "path").to_pylist(), sizes, strict=True):
+            files.setdefault(k, []).append((p, int(sz or 0)))
+    else:
+        files = {}
     for row in grouped:
         t = tallies.setdefault(row["key"], Tally())
         t.files += row["size_count"]
@@ -386,3 +423,15 @@ def _tally_batch(
                 t.runs.add(r)
         if "dir_distinct" in row:
             t.dirs.update(row["dir_distinct"])
+        if row["key"] in files:
+            t.list_files(files[row["key"]])
+        elif t.listed is not None:
+            t.listed = None
+
+
+def _fits(t: Tally | None, row: dict[str, Any]) -> bool:
+    """Whether a batch's files of one partition still fit the partition's message."""
+    if t is not None and t.listed is None:
+        return False
+    used = t.listed_chars if t is not None else 0
+    return used + row["path_chars_sum"] + _FILE_OVERHEAD * row["size_count"] <= MAX_MESSAGE_JSON
