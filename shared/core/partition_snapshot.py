@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +57,7 @@ from .storage import TableStorage
 # Checkpoint columns that describe the table rather than its files (read whole: one row each, or few).
 HEAD_COLUMNS = ("metaData", "protocol", "txn", "domainMetadata", "sidecar")
 BATCH_ROWS = 16_384
+STREAM_BUFFER = 4 * 2**20
 
 
 @dataclass
@@ -86,9 +88,17 @@ class LogHead:
         return self.schema.partition_physical(column)
 
 
-def read_head(storage: TableStorage, version: int | None = None, listing: LogListing | None = None) -> LogHead:
+def read_head(
+    storage: TableStorage,
+    version: int | None = None,
+    listing: LogListing | None = None,
+    *,
+    values: set[str | None] | None = None,
+) -> LogHead:
     """The head of the table at ``version`` (default: latest): one pass over the checkpoint's head
-    columns and the commits after it; no ``add`` is decoded.
+    columns and the commits after it; no ``add`` is decoded. With ``values``, the commits are kept only
+    as far as a partition with one of these values can need them (every ``remove``, and the ``add``
+    lines that may hold one of the values in any partition column).
 
     Example:
         >>> import tempfile, pyarrow as pa
@@ -157,10 +167,10 @@ def read_head(storage: TableStorage, version: int | None = None, listing: LogLis
             data = storage.read(commit_key(v))
         except FileNotFoundError:
             raise CorruptDataError(f"commit {v} of {storage.uri} vanished while reading the log; retry") from None
-        tail.append((v, data))
-        for line in _lines(data, v):
-            if not _is_file_action(line):
-                take(decode_action(line))
+        needles = _needles(values) if values is not None else None
+        tail.append((v, data if needles is None else _prefilter(data, needles)))
+        for line in _lines(data, v, skip=_FILE_ACTION):
+            take(decode_action(line))
     if protocol is None or metadata is None:
         raise CorruptDataError(f"the log of {storage.uri} has no protocol or metaData action up to {version}")
     return LogHead(storage, version, checkpoint, tail, protocol, metadata, txns, domains, sidecars)
@@ -184,10 +194,11 @@ def adds_in(head: LogHead, column: str | None, values: set[str | None]) -> dict[
         for action in decode_checkpoint_batch(rows):
             assert isinstance(action, Add)
             adds[action.file_id] = action
+    needles = _needles(values) if physical is not None else None
     for v, data in head.tail:
         removes: list[tuple[str, str | None]] = []
         added: list[Add] = []
-        for line in _lines(data, v):
+        for line in _lines(data, v, keep=needles):
             if "remove" in line:
                 removes.append(Remove.from_json(line["remove"]).file_id)
             elif "add" in line:
@@ -257,7 +268,7 @@ class PartitionSnapshot(TableSnapshot):
         """Load the partition ``unit(head) = value`` at ``version`` (default: latest). ``unit`` receives
         the table's head (metadata, schema) and names the partition column (None: the whole table)."""
         storage = storage or TableStorage(uri, storage_options)
-        head = read_head(storage, version)
+        head = read_head(storage, version, values={value})
         check_protocol(head.protocol, dict(head.metadata.configuration or {}), head.metadata.schema_string)
         column = unit(head)
         snap = cls(head, column, value)
@@ -305,7 +316,8 @@ def _batches(storage: TableStorage, key: str, columns: Callable[[pa.Schema], lis
     """Batches of a checkpoint Parquet file, reading only the columns ``columns(schema)`` picks."""
     try:
         source: Any = str(storage.local_root / key) if storage.local_root is not None else storage.open_input(key)
-        pf = pq.ParquetFile(source)
+        # A buffered stream reads a column chunk page by page: memory follows the batch, not the checkpoint.
+        pf = pq.ParquetFile(source, buffer_size=STREAM_BUFFER, pre_buffer=False)
     except FileNotFoundError:
         raise CorruptDataError(f"checkpoint part {key} of {storage.uri} is missing; the table is damaged") from None
     except (pa.ArrowInvalid, OSError) as exc:
@@ -352,17 +364,47 @@ def _add_mask(add: pa.Array, physical: str | None, values: set[str | None]) -> p
 
 
 def partition_column(add: pa.Array, physical: str) -> pa.Array:
-    """The value of one partition column for each ``add`` row of a checkpoint batch (null: null or absent)."""
-    return pc.map_lookup(pc.struct_field(add, "partitionValues"), pa.scalar(physical, pa.string()), "first")
+    """The value of one partition column for each ``add`` row of a checkpoint batch (null: null or absent).
+
+    Example:
+        >>> rows = [[("r", "1")], None, [("s", "x"), ("r", None)], [("r", "2")]]
+        >>> pv = pa.array(rows, pa.map_(pa.string(), pa.string()))
+        >>> partition_column(pa.StructArray.from_arrays([pv], ["partitionValues"]), "r").to_pylist()
+        ['1', None, None, '2']
+    """
+    maps = pc.struct_field(add, "partitionValues")
+    n = len(maps)
+    offsets = maps.offsets.to_numpy()
+    counts = np.diff(offsets)
+    if maps.null_count:
+        counts = np.where(maps.is_valid().to_numpy(zero_copy_only=False), counts, 0)
+    parent = np.repeat(np.arange(n, dtype=np.int64), counts)
+    entries = np.repeat(offsets[:-1], counts) + (np.arange(len(parent)) - np.repeat(np.cumsum(counts) - counts, counts))
+    keys = maps.keys.take(pa.array(entries, pa.int64())) if len(entries) else pa.array([], pa.string())
+    hit = pc.fill_null(pc.equal(keys, pa.scalar(physical, pa.string())), False).to_numpy(zero_copy_only=False)
+    index = np.zeros(n, dtype=np.int64)
+    found = np.zeros(n, dtype=bool)
+    index[parent[hit][::-1]] = entries[hit][::-1]  # the first entry of the key wins
+    found[parent[hit]] = True
+    return maps.items.take(pa.array(index, pa.int64(), mask=~found))
 
 
 def _matches(partition_values: dict[str, str | None] | None, physical: str | None, values: set[str | None]) -> bool:
     return physical is None or (partition_values or {}).get(physical) in values
 
 
-def _lines(data: bytes, version: int) -> Iterator[dict[str, Any]]:
+def _lines(
+    data: bytes, version: int, *, skip: re.Pattern[bytes] | None = None, keep: list[bytes] | None = None
+) -> Iterator[dict[str, Any]]:
+    """The actions of a commit file as JSON objects. ``skip``: lines whose start matches are not parsed.
+    ``keep``: an ``add`` line is parsed only when it holds one of these byte strings or any escape (so a
+    line that could be in the partition is never missed)."""
     for n, raw in enumerate(data.splitlines()):
         if not raw.strip():
+            continue
+        if skip is not None and skip.match(raw):
+            continue
+        if keep is not None and _ADD.match(raw) and not _may_hold(raw, keep):
             continue
         try:
             line = json.loads(raw)
@@ -375,5 +417,63 @@ def _lines(data: bytes, version: int) -> Iterator[dict[str, Any]]:
         yield line
 
 
-def _is_file_action(line: dict[str, Any]) -> bool:
-    return "add" in line or "remove" in line or "cdc" in line or "commitInfo" in line
+# The first key of a one-action line names the action; these lines are not needed for the table's head.
+_FILE_ACTION = re.compile(rb'\s*\{\s*"(add|remove|cdc|commitInfo)"\s*:')
+_ADD = re.compile(rb'\s*\{\s*"add"\s*:')
+
+
+_PARTITION_VALUES = re.compile(rb'"partitionValues"\s*:\s*(\{(?:[^"{}]|"(?:[^"\\]|\\.)*")*\})')
+
+
+def _may_hold(raw: bytes, keep: list[bytes]) -> bool:
+    """Whether an ``add`` line may belong to the partition: its ``partitionValues`` object (a flat object
+    of strings; an unescaped quote cannot occur inside a string, so the key is found unambiguously) holds
+    one of the encoded values, or it has escapes or cannot be found (then the line is parsed).
+
+    Example:
+        >>> _may_hold(b'{"add":{"path":"a","partitionValues":{"r":"1"},"stats":"{\\"x\\":\\"0\\"}"}}', [b'"0"'])
+        False
+        >>> _may_hold(b'{"add":{"path":"a","partitionValues":{"r":"0"}}}', [b'"0"'])
+        True
+    """
+    m = _PARTITION_VALUES.search(raw)
+    if m is None:
+        return True
+    segment = m.group(1)
+    return b"\\" in segment or any(k in segment for k in keep)
+
+
+_ADD_RE2 = r'^\s*\{\s*"add"\s*:'
+_PARTITION_VALUES_RE2 = r'"partitionValues"\s*:\s*(?P<pv>\{(?:[^"{}]|"(?:[^"\\]|\\.)*")*\})'
+
+
+def _prefilter(data: bytes, needles: list[bytes]) -> bytes:
+    """The lines of a commit file a partition can need: every line but the ``add`` lines that
+    :func:`_may_hold` rules out (the same test, run in Arrow over the whole file).
+
+    Example:
+        >>> _prefilter(b'{"add":{"partitionValues":{"r":"1"}}}\\n{"add":{"partitionValues":{"r":"0"}}}', [b'"0"'])
+        b'{"add":{"partitionValues":{"r":"0"}}}'
+    """
+    lines = pa.array(data.splitlines(), pa.binary())
+    if not len(lines):
+        return b""
+    segment = pc.struct_field(pc.extract_regex(lines, _PARTITION_VALUES_RE2), "pv")
+    keep = pc.or_(segment.is_null(), pc.match_substring(segment, "\\"))
+    for needle in needles:
+        keep = pc.or_(keep, pc.match_substring(segment, needle.decode("utf-8")))
+    keep = pc.or_(pc.invert(pc.match_substring_regex(lines, _ADD_RE2)), pc.fill_null(keep, True))
+    return b"\n".join(lines.filter(keep).to_pylist())
+
+
+def _needles(values: set[str | None]) -> list[bytes] | None:
+    """Byte strings one of which an unescaped ``add`` line of the partition must contain (None: no
+    shortcut, as for the null partition, whose key may be absent).
+
+    Example:
+        >>> _needles({"0", "é"})
+        [b'"0"', b'"\\xc3\\xa9"']
+    """
+    if None in values:
+        return None
+    return sorted(json.dumps(v, ensure_ascii=False).encode("utf-8") for v in values)

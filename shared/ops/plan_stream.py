@@ -4,7 +4,7 @@ planning needs (file count, bytes, records, deleted rows, layout tags) without h
 The checkpoint is read in Arrow batches with a column projection and aggregated in Arrow (group by the
 partition value); only the commits after the checkpoint (at most the table's checkpoint interval) are
 replayed as actions, and the checkpoint rows they touch are decoded one by one. Memory is O(partitions).
-Messages carry no file list: the worker reads its partition at the planned version itself.
+A message lists its partition's files while they fit a queue message, as :func:`~deltaextras.ops.plan.plan_table`'s do.
 
 Example:
     >>> import tempfile, pyarrow as pa
@@ -16,8 +16,8 @@ Example:
     >>> plan = plan_table_lean(path)
     >>> plan.partition_name, plan.by, [(p.partition_value, p.file_count) for p in plan.to_rewrite()]
     ('node_id_range', 'node_id', [('0', 1), ('1', 1)])
-    >>> [m.files for m in plan.messages()]
-    [None, None]
+    >>> [len(m.files) for m in plan.messages()]
+    [1, 1]
 """
 
 from __future__ import annotations
