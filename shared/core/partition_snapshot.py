@@ -26,7 +26,7 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +37,7 @@ from ..errors import CommitConflictError, CorruptDataError, InvalidArgumentError
 from .actions import (
     Action,
     Add,
+    DeletionVectorDescriptor,
     DomainMetadata,
     Metadata,
     Protocol,
@@ -74,6 +75,11 @@ class LogHead:
     txns: dict[str, int] = field(default_factory=dict)
     domains: dict[str, DomainMetadata] = field(default_factory=dict)
     sidecars: list[str] = field(default_factory=list)  # keys of v2 sidecar files
+
+    @property
+    def checkpoint_is_json(self) -> bool:
+        """Whether the checkpoint is a JSON v2 checkpoint (whose own actions are read as JSON)."""
+        return any(k.endswith(".json") for k in self.checkpoint)
 
     @property
     def schema(self) -> TableSchema:
@@ -222,24 +228,83 @@ def json_checkpoint_adds(head: LogHead) -> Iterator[Add]:
                     yield action
 
 
-def add_batches(head: LogHead, columns: Callable[[pa.Schema], list[str]]) -> Iterator[pa.RecordBatch]:
+def add_batches(
+    head: LogHead, columns: Callable[[pa.Schema], list[str]], batch_rows: int = BATCH_ROWS
+) -> Iterator[pa.RecordBatch]:
     """Record batches with an ``add`` column from every Parquet part and sidecar of the checkpoint, reading
     only the columns ``columns(schema of the part)`` picks (``add.<field>`` paths)."""
     for key in [k for k in head.checkpoint if not k.endswith(".json")] + head.sidecars:
-        for batch in _batches(head.storage, key, columns):
+        for batch in _batches(head.storage, key, columns, batch_rows):
             if "add" in batch.schema.names:
                 yield batch
 
 
-def tail_actions(head: LogHead) -> Iterator[tuple[int, list[Action]]]:
-    """The file actions (``add``, ``remove``) of each commit after the checkpoint, oldest first."""
+class FileEntry(NamedTuple):
+    """What planning needs of one ``add`` or ``remove`` (a light view; the action itself is not built)."""
+
+    is_add: bool
+    path: str
+    dv_id: str | None
+    partition_values: dict[str, str | None]
+    size: int
+    stats: str | None
+    tags: dict[str, str]
+    deleted: int
+
+    @property
+    def file_id(self) -> tuple[str, str | None]:
+        return self.path, self.dv_id
+
+    @classmethod
+    def of(cls, key: str, body: Any) -> FileEntry:
+        """The entry of an action body as a commit line holds it (``key``: ``add`` or ``remove``).
+
+        Example:
+            >>> FileEntry.of("remove", {"path": "a", "deletionVector": {"storageType": "u",
+            ...     "pathOrInlineDv": "x", "offset": 1, "sizeInBytes": 40, "cardinality": 2}}).file_id
+            ('a', 'ux@1')
+        """
+        if not isinstance(body, dict) or not isinstance(body.get("path"), str):
+            raise CorruptDataError(f"log action {key!r} has no path")
+        raw_dv = body.get("deletionVector")
+        dv = DeletionVectorDescriptor.from_json(raw_dv) if raw_dv else None
+        pv = body.get("partitionValues")
+        tags = body.get("tags")
+        return cls(
+            key == "add",
+            body["path"],
+            dv.unique_id if dv else None,
+            pv if isinstance(pv, dict) else {},
+            int(body.get("size") or 0),
+            body.get("stats") if isinstance(body.get("stats"), str) else None,
+            tags if isinstance(tags, dict) else {},
+            int(dv.cardinality or 0) if dv else 0,
+        )
+
+    @classmethod
+    def of_add(cls, add: Add) -> FileEntry:
+        dv = add.deletion_vector
+        return cls(
+            True,
+            add.path,
+            dv.unique_id if dv else None,
+            dict(add.partition_values or {}),
+            int(add.size or 0),
+            add.stats,
+            dict(add.tags or {}),
+            int(dv.cardinality or 0) if dv else 0,
+        )
+
+
+def tail_entries(head: LogHead) -> Iterator[tuple[int, list[FileEntry]]]:
+    """The ``add`` and ``remove`` entries of each commit after the checkpoint, oldest first."""
     for v, data in head.tail:
-        out: list[Action] = []
+        out: list[FileEntry] = []
         for line in _lines(data, v):
             if "add" in line:
-                out.append(Add.from_json(line["add"]))
+                out.append(FileEntry.of("add", line["add"]))
             elif "remove" in line:
-                out.append(Remove.from_json(line["remove"]))
+                out.append(FileEntry.of("remove", line["remove"]))
         yield v, out
 
 
@@ -312,7 +377,9 @@ class PartitionSnapshot(TableSnapshot):
 
 
 # ------------------------------------------------------------------------------------- reading
-def _batches(storage: TableStorage, key: str, columns: Callable[[pa.Schema], list[str]]) -> Iterator[pa.RecordBatch]:
+def _batches(
+    storage: TableStorage, key: str, columns: Callable[[pa.Schema], list[str]], batch_rows: int = BATCH_ROWS
+) -> Iterator[pa.RecordBatch]:
     """Batches of a checkpoint Parquet file, reading only the columns ``columns(schema)`` picks."""
     try:
         source: Any = str(storage.local_root / key) if storage.local_root is not None else storage.open_input(key)
@@ -325,7 +392,7 @@ def _batches(storage: TableStorage, key: str, columns: Callable[[pa.Schema], lis
     cols = columns(pf.schema_arrow)
     if not cols:
         return
-    yield from pf.iter_batches(columns=cols, batch_size=BATCH_ROWS)
+    yield from pf.iter_batches(columns=cols, batch_size=batch_rows)
 
 
 def _add_projection(schema: pa.Schema) -> list[str]:

@@ -22,21 +22,24 @@ Example:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..core.actions import Add, Remove
+from ..core.actions import Add, decode_checkpoint_batch
 from ..core.partition_snapshot import (
+    FileEntry,
     LogHead,
     add_batches,
     adds_in,
     json_checkpoint_adds,
     partition_column,
     read_head,
-    tail_actions,
+    tail_entries,
 )
 from ..core.protocol import check_protocol
 from ..core.snapshot import LiveFile
@@ -48,6 +51,8 @@ from .options import RorderOptions
 from .plan import MAX_MESSAGE_JSON, _sort_key, _table_args, in_layout, resolve_unit
 
 _RECORDS = r'"numRecords"\s*:\s*(?P<n>\d+)'
+_RECORDS_PY = re.compile(r'"numRecords"\s*:\s*(\d+)')
+PLAN_BATCH_ROWS = 131_072  # rows of checkpoint per Arrow batch (the partition tally is per batch)
 _NULL_KEY = "\x00"
 _FILE_OVERHEAD = (
     24  # JSON around one (path, size) pair of a message  # stands for a null partition value inside a directory key
@@ -286,54 +291,234 @@ def tally_partitions(head: LogHead, unit: str | None, signature: str) -> dict[st
     its live files at the head's version."""
     physical = head.physical(unit) if unit is not None else None
     dir_columns = [head.physical(c) for c in head.partition_columns]
-    # The commits after the checkpoint decide the fate of every file they name.
-    tail: dict[tuple[str, str | None], Add] = {}
-    touched: set[tuple[str, str | None]] = set()
-    for _v, actions in tail_actions(head):
-        removed = [a.file_id for a in actions if isinstance(a, Remove)]
-        for fid in removed:
-            tail.pop(fid, None)
-            touched.add(fid)
-        for a in actions:
-            if isinstance(a, Add):
-                tail[a.file_id] = a
-                touched.add(a.file_id)
-    touched_paths = pa.array(sorted({p for p, _ in touched}), pa.string())
     tallies: dict[str | None, Tally] = {}
+    try:
+        arrow_tail = _tail_arrow(head, physical, dir_columns, signature)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError):
+        arrow_tail = None  # an unusual commit line: the exact, slower path below
+    live: pa.Table | None = None
+    if arrow_tail is None:
+        tail, touched_ids = _tail_python(head)
+        touched_paths = pa.array(sorted({p for p, _ in touched_ids}), pa.string())
+        fid_all = None
+    else:
+        live, fid_all, touched_paths = arrow_tail
+        tail, touched_ids = {}, {_split_fid(f) for f in fid_all.to_pylist()} if head.checkpoint_is_json else set()
 
-    def one(add: Add) -> None:
-        pv = add.partition_values or {}
+    def one(e: FileEntry) -> None:
+        pv = e.partition_values
         t = tallies.setdefault(pv.get(physical) if physical else None, Tally())
         t.files += 1
-        t.bytes += int(add.size or 0)
-        t.records += int(add.stats_dict().get("numRecords") or 0)
-        t.deleted += int(add.deletion_vector.cardinality or 0) if add.deletion_vector else 0
-        tags = add.tags or {}
-        t.tagged += tags.get(LAYOUT_TAG) == signature
-        t.add_run(tags.get(RUN_TAG))
-        t.list_files([(add.path, int(add.size or 0))])
+        t.bytes += e.size
+        m = _RECORDS_PY.search(e.stats) if e.stats else None
+        t.records += int(m.group(1)) if m else 0
+        t.deleted += e.deleted
+        t.tagged += e.tags.get(LAYOUT_TAG) == signature
+        t.add_run(e.tags.get(RUN_TAG))
+        t.list_files([(e.path, e.size)])
         if len(dir_columns) > 1:
             t.dirs.add("\x01".join(_NULL_KEY if pv.get(c) is None else str(pv.get(c)) for c in dir_columns))
 
     for add in json_checkpoint_adds(head):
-        if add.file_id not in touched:
-            one(add)
-    for batch in add_batches(head, _projection):
+        if add.file_id not in touched_ids:
+            one(FileEntry.of_add(add))
+    for batch in add_batches(head, _projection, PLAN_BATCH_ROWS):
         add_col = batch.column("add")
         present = add_col.is_valid()
-        paths = pc.struct_field(add_col, "path")
-        hit = pc.fill_null(pc.is_in(paths, value_set=touched_paths), False) if len(touched_paths) else None
-        if hit is not None and pc.any(pc.and_(present, hit)).as_py():
-            from ..core.actions import decode_checkpoint_batch
-
-            for action in decode_checkpoint_batch(batch.filter(pc.and_(present, hit))):
-                if isinstance(action, Add) and action.file_id not in touched:
-                    one(action)
-            present = pc.and_(present, pc.invert(hit))
-        _tally_batch(add_col.filter(present), physical, dir_columns, signature, tallies)
-    for add in tail.values():
-        one(add)
+        if len(touched_paths):
+            # a checkpoint file the commits after it name is decided by them (or kept, if only its path matched)
+            hit = pc.fill_null(pc.is_in(pc.struct_field(add_col, "path"), value_set=touched_paths), False)
+            if pc.any(pc.and_(present, hit)).as_py():
+                if fid_all is None:
+                    for action in decode_checkpoint_batch(batch.filter(pc.and_(present, hit))):
+                        if isinstance(action, Add) and action.file_id not in touched_ids:
+                            one(FileEntry.of_add(action))
+                else:
+                    rows = add_col.filter(pc.and_(present, hit))
+                    rows = rows.filter(pc.invert(pc.is_in(_fid(rows), value_set=fid_all)))
+                    _tally_columns(_columns(rows, physical, dir_columns, signature), tallies)
+                present = pc.and_(present, pc.invert(hit))
+        _tally_columns(_columns(add_col.filter(present), physical, dir_columns, signature), tallies)
+    for e in tail.values():
+        one(e)
+    if live is not None and live.num_rows:
+        _tally_columns({n: live.column(n).combine_chunks() for n in live.column_names}, tallies)
     return tallies
+
+
+def _tail_python(head: LogHead) -> tuple[dict[tuple[str, str | None], FileEntry], set[tuple[str, str | None]]]:
+    tail: dict[tuple[str, str | None], FileEntry] = {}
+    touched: set[tuple[str, str | None]] = set()
+    for _v, entries in tail_entries(head):
+        for e in entries:
+            if not e.is_add:
+                tail.pop(e.file_id, None)
+                touched.add(e.file_id)
+        for e in entries:
+            if e.is_add:
+                tail[e.file_id] = e
+                touched.add(e.file_id)
+    return tail, touched
+
+
+_DV = pa.struct(
+    [("storageType", pa.string()), ("pathOrInlineDv", pa.string()), ("offset", pa.int64()), ("cardinality", pa.int64())]
+)
+
+
+def _tail_arrow(
+    head: LogHead, physical: str | None, dir_columns: list[str], signature: str
+) -> tuple[pa.Table | None, pa.Array, pa.Array]:
+    """The commits after the checkpoint, parsed in Arrow: the live ``add`` rows they leave as tally
+    columns (None if there are none), the file ids and the paths every one of their actions names."""
+    import io
+
+    import pyarrow.json as pj
+
+    names = sorted({c for c in [*dir_columns, physical] if c})
+    add_type = pa.struct(
+        [
+            ("path", pa.string()),
+            ("size", pa.int64()),
+            ("partitionValues", pa.struct([(c, pa.string()) for c in names])),
+            ("stats", pa.string()),
+            ("tags", pa.struct([(LAYOUT_TAG, pa.string()), (RUN_TAG, pa.string())])),
+            ("deletionVector", _DV),
+        ]
+    )
+    schema = pa.schema([("add", add_type), ("remove", pa.struct([("path", pa.string()), ("deletionVector", _DV)]))])
+    options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+    adds: list[pa.Table] = []
+    removes: list[pa.Table] = []
+    for v, data in head.tail:
+        if not data.strip():
+            continue
+        t = pj.read_json(io.BytesIO(data), parse_options=options)
+        for name, out in (("add", adds), ("remove", removes)):
+            col = t.column(name).combine_chunks()
+            col = col.filter(col.is_valid())
+            if not len(col):
+                continue
+            if pc.any(pc.struct_field(col, "path").is_null()).as_py():
+                raise pa.ArrowInvalid(f"a {name} without a path")
+            cols = (
+                _columns_json(col, physical, dir_columns, signature)
+                if name == "add"
+                else {"path": pc.struct_field(col, "path")}
+            )
+            cols["fid"] = _fid(col)
+            cols["version"] = pa.array(np.full(len(col), v, dtype=np.int64))
+            out.append(pa.table(cols))
+    named = adds + removes
+    if not named:
+        empty = pa.array([], pa.string())
+        return None, empty, empty
+    paths = pa.concat_arrays([t.column("path").combine_chunks() for t in named]).unique()
+    fid_all = pa.concat_arrays([t.column("fid").combine_chunks() for t in named]).unique()
+    if not adds:
+        return None, fid_all, paths
+    every = pa.concat_tables(adds)
+    # The newest add of a file id counts, unless a later commit removes it (a commit applies its removes first).
+    newest = every.group_by("fid").aggregate([("version", "max")])
+    every = every.join(newest, "fid")
+    every = every.filter(pc.equal(every.column("version"), every.column("version_max")))
+    if removes:
+        gone = pa.concat_tables(removes).group_by("fid").aggregate([("version", "max")])
+        every = every.join(gone.rename_columns(["fid", "removed_at"]), "fid")
+        every = every.filter(
+            pc.or_kleene(
+                every.column("removed_at").is_null(), pc.less_equal(every.column("removed_at"), every.column("version"))
+            )
+        )
+    keep = [n for n in _TALLY_COLUMNS if n in every.column_names]
+    every = every.group_by("fid", use_threads=False).aggregate([(n, "last") for n in keep])
+    return every.rename_columns([c.removesuffix("_last") for c in every.column_names]).select(keep), fid_all, paths
+
+
+def _split_fid(fid: str) -> tuple[str, str | None]:
+    path, _, dv = fid.partition("\x00")
+    return path, dv or None
+
+
+_TALLY_COLUMNS = ("key", "size", "records", "deleted", "tagged", "run", "dir", "path")
+
+
+def _fid(add: pa.Array) -> pa.Array:
+    """The logical file id of each row as one string: path, NUL, deletion vector unique id."""
+    path = pc.struct_field(add, "path")
+    typ = add.type
+    if typ.get_field_index("deletionVector") < 0:
+        return pc.binary_join_element_wise(path, pa.scalar(""), "\x00")
+    dv = pc.struct_field(add, "deletionVector")
+    sub = dv.type
+    offset = pc.struct_field(dv, "offset") if sub.get_field_index("offset") >= 0 else pa.nulls(len(add), pa.int64())
+    uid = pc.binary_join_element_wise(
+        pc.fill_null(pc.struct_field(dv, "storageType"), ""),
+        pc.fill_null(pc.struct_field(dv, "pathOrInlineDv"), ""),
+        pc.fill_null(pc.binary_join_element_wise(pa.scalar("@"), pc.cast(offset, pa.string()), ""), ""),
+        "",
+    )
+    return pc.binary_join_element_wise(path, pc.if_else(dv.is_valid(), uid, ""), "\x00")
+
+
+def _columns_json(add: pa.Array, physical: str | None, dir_columns: list[str], signature: str) -> dict[str, pa.Array]:
+    """Tally columns of ``add`` rows parsed from commit JSON (partition values and tags as structs)."""
+    pv = pc.struct_field(add, "partitionValues")
+    tags = pc.struct_field(add, "tags")
+    return _assemble(
+        add,
+        pc.struct_field(pv, physical) if physical else None,
+        [pc.struct_field(pv, c) for c in dir_columns] if len(dir_columns) > 1 else None,
+        pc.struct_field(tags, LAYOUT_TAG),
+        pc.struct_field(tags, RUN_TAG),
+        signature,
+    )
+
+
+def _columns(add: pa.Array, physical: str | None, dir_columns: list[str], signature: str) -> dict[str, pa.Array]:
+    """Tally columns of checkpoint ``add`` rows (partition values and tags as maps)."""
+    tags = _child(add, "tags")
+    return _assemble(
+        add,
+        partition_column(add, physical) if physical else None,
+        [partition_column(add, c) for c in dir_columns] if len(dir_columns) > 1 else None,
+        pc.map_lookup(tags, pa.scalar(LAYOUT_TAG), "first") if tags is not None else None,
+        pc.map_lookup(tags, pa.scalar(RUN_TAG), "first") if tags is not None else None,
+        signature,
+    )
+
+
+def _assemble(
+    add: pa.Array,
+    key: pa.Array | None,
+    dirs: list[pa.Array] | None,
+    layout: pa.Array | None,
+    run: pa.Array | None,
+    signature: str,
+) -> dict[str, pa.Array]:
+    n = len(add)
+    zeros = pa.array(np.zeros(n, dtype=np.int64))
+    nulls = pa.nulls(n, pa.string())
+    size = _child(add, "size")
+    stats = _child(add, "stats")
+    records = (
+        pc.cast(pc.struct_field(pc.extract_regex(stats, _RECORDS), "n"), pa.int64()) if stats is not None else zeros
+    )
+    dv = _child(add, "deletionVector")
+    deleted = pc.struct_field(dv, "cardinality") if dv is not None else zeros
+    layout = layout if layout is not None else nulls
+    columns: dict[str, pa.Array] = {
+        "key": key if key is not None else nulls,
+        "size": pc.fill_null(size, 0) if size is not None else zeros,
+        "records": pc.fill_null(records, 0),
+        "deleted": pc.fill_null(pc.cast(deleted, pa.int64()), 0),
+        "tagged": pc.cast(pc.fill_null(pc.equal(layout, pa.scalar(signature)), False), pa.int64()),
+        "run": run if run is not None else nulls,
+        "path": pc.struct_field(add, "path"),
+    }
+    if dirs is not None:
+        columns["dir"] = pc.binary_join_element_wise(*[pc.fill_null(d, _NULL_KEY) for d in dirs], "\x01")
+    return columns
 
 
 def _projection(schema: pa.Schema) -> list[str]:
@@ -343,7 +528,7 @@ def _projection(schema: pa.Schema) -> list[str]:
     names = {typ.field(i).name for i in range(typ.num_fields)}
     cols = [f"add.{n}" for n in ("path", "partitionValues", "size", "stats", "tags") if n in names]
     if "deletionVector" in names:
-        cols.append("add.deletionVector.cardinality")
+        cols += [f"add.deletionVector.{n}" for n in ("storageType", "pathOrInlineDv", "offset", "cardinality")]
     return cols
 
 
@@ -352,33 +537,10 @@ def _child(add: pa.Array, name: str) -> pa.Array | None:
     return pc.struct_field(add, name) if typ.get_field_index(name) >= 0 else None
 
 
-def _tally_batch(
-    add: pa.Array, physical: str | None, dir_columns: list[str], signature: str, tallies: dict[str | None, Tally]
-) -> None:
-    n = len(add)
-    if not n:
+def _tally_columns(columns: dict[str, pa.Array], tallies: dict[str | None, Tally]) -> None:
+    key = columns["key"]
+    if not len(key):
         return
-    zeros = pa.array([0] * n, pa.int64())
-    nulls = pa.nulls(n, pa.string())
-    key = partition_column(add, physical) if physical else nulls
-    size = _child(add, "size")
-    stats = _child(add, "stats")
-    records = (
-        pc.cast(pc.struct_field(pc.extract_regex(stats, _RECORDS), "n"), pa.int64()) if stats is not None else zeros
-    )
-    dv = _child(add, "deletionVector")
-    deleted = pc.struct_field(dv, "cardinality") if dv is not None else zeros
-    tags = _child(add, "tags")
-    layout = pc.map_lookup(tags, pa.scalar(LAYOUT_TAG), "first") if tags is not None else nulls
-    run = pc.map_lookup(tags, pa.scalar(RUN_TAG), "first") if tags is not None else nulls
-    columns: dict[str, pa.Array] = {
-        "key": key,
-        "size": pc.fill_null(size, 0) if size is not None else zeros,
-        "records": pc.fill_null(records, 0),
-        "deleted": pc.fill_null(pc.cast(deleted, pa.int64()), 0),
-        "tagged": pc.cast(pc.fill_null(pc.equal(layout, pa.scalar(signature)), False), pa.int64()),
-        "run": run,
-    }
     aggs: list[Any] = [
         ("size", "count", pc.CountOptions(mode="all")),
         ("size", "sum"),
@@ -388,28 +550,25 @@ def _tally_batch(
         ("run", "count", pc.CountOptions(mode="only_null")),
         ("run", "min"),
         ("run", "max"),
+        ("path_chars", "sum"),
     ]
-    if len(dir_columns) > 1:
-        parts = [pc.fill_null(partition_column(add, c), _NULL_KEY) for c in dir_columns]
-        columns["dir"] = pc.binary_join_element_wise(*parts, "\x01")
+    if "dir" in columns:
         aggs.append(("dir", "distinct"))
-    columns["path_chars"] = pc.fill_null(pc.utf8_length(pc.struct_field(add, "path")), 0)
-    aggs.append(("path_chars", "sum"))
-    grouped = pa.table(columns).group_by("key").aggregate(aggs).to_pylist()
+    table = {n: c for n, c in columns.items() if n != "path"}
+    table["path_chars"] = pc.fill_null(pc.utf8_length(columns["path"]), 0)
+    grouped = pa.table(table).group_by("key").aggregate(aggs).to_pylist()
     listing = [row["key"] for row in grouped if _fits(tallies.get(row["key"]), row)]
+    files: dict[str | None, list[tuple[str, int]]] = {}
     if listing:
         keys = [k for k in listing if k is not None]
         pick = pc.fill_null(pc.is_in(key, value_set=pa.array(keys, pa.string())), False)
         if None in listing:
             pick = pc.or_(pick, key.is_null())
-        rows = add.filter(pick)
-        files: dict[str | None, list[tuple[str, int]]] = {}
-        rkeys = (partition_column(rows, physical) if physical else pa.nulls(len(rows), pa.string())).to_pylist()
-        sizes = pc.struct_field(rows, "size").to_pylist() if size is not None else [0] * len(rows)
-        for k, p, sz in zip(rkeys, pc.struct_field(rows, "path").to_pylist(), sizes, strict=True):
+        rkeys = key.filter(pick).to_pylist()
+        for k, p, sz in zip(
+            rkeys, columns["path"].filter(pick).to_pylist(), columns["size"].filter(pick).to_pylist(), strict=True
+        ):
             files.setdefault(k, []).append((p, int(sz or 0)))
-    else:
-        files = {}
     for row in grouped:
         t = tallies.setdefault(row["key"], Tally())
         t.files += row["size_count"]
