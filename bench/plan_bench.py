@@ -3,18 +3,29 @@
 Workload: a local table of 100 ``node_id_range`` partitions × 100 small files (10,000 live files, one
 commit), kept in ``bench/.work/plan-table`` between runs. Targets:
 
-* planning the table (``plan_table``: log replay, the deltalake cross-check, layout check of every
-  partition, one message per partition) takes at most 2 s;
+* planning the table (``plan_table``: log replay, layout check of every partition, one message per
+  partition) takes at most 2 s;
 * sending its 100 messages to an Azure queue on Azurite (``dispatch``'s batched, concurrent send
   through ``QueueSender``) takes at most 1 s.
 
 Each figure is the median of ``--repeat`` runs (the first, cold run is printed too).
+
+Scale mode (``--scale LIVE_FILES ...``): tables of 1,000 files per partition built by 250 appends (each
+spread over every partition) with deltalake checkpoints every 100 versions, kept in ``--cache``. For each
+size, in one run and each step in its own process (time of the step, peak RSS of the process): deltalake's
+own snapshot load with its add actions against the orchestrator's ``plan_table_lean`` and its messages,
+and ``rorder_single`` of partition 0 (1,000 files) in a hard-linked copy of the table against the same
+partition alone in a fresh one-partition table. Only partition 0's data files exist on disk; planning and a
+one-partition worker open no other. Targets at 1 M live files: plan ≤ 1.5× the time and ≤ 1.2× the peak
+RSS of deltalake's load; worker ≤ 2× the fresh table's time and RSS, and ≤ 512 MB. The machine is shared:
+other processes' load shows in the times (the load average is printed), less in RSS.
 
 Usage::
 
     python bench/plan_bench.py                     # starts its own Azurite (AZURITE_BIN or node_modules)
     python bench/plan_bench.py --connection-string "UseDevelopmentStorage=true"
     python bench/plan_bench.py --partitions 20 --files 50 --json out.json
+    python bench/plan_bench.py --scale 10000 100000 1000000 --cache /tmp/plan-bench-cache
 """
 
 from __future__ import annotations
