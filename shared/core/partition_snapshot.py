@@ -336,6 +336,8 @@ class PartitionSnapshot(TableSnapshot):
         head = read_head(storage, version, values={value})
         check_protocol(head.protocol, dict(head.metadata.configuration or {}), head.metadata.schema_string)
         column = unit(head)
+        if column is None and value is not None:
+            head = read_head(storage, head.version)  # the whole table: no commit line may be left out
         snap = cls(head, column, value)
         if cross_check:
             snap.cross_check()
