@@ -174,8 +174,9 @@ def read_head(
         except FileNotFoundError:
             raise CorruptDataError(f"commit {v} of {storage.uri} vanished while reading the log; retry") from None
         needles = _needles(values) if values is not None else None
-        tail.append((v, data if needles is None else _prefilter(data, needles)))
-        for line in _lines(data, v, skip=_FILE_ACTION):
+        head_lines, kept = _split_commit(data, needles)
+        tail.append((v, kept))
+        for line in _lines(head_lines, v):
             take(decode_action(line))
     if protocol is None or metadata is None:
         raise CorruptDataError(f"the log of {storage.uri} has no protocol or metaData action up to {version}")
@@ -487,7 +488,6 @@ def _lines(
 
 
 # The first key of a one-action line names the action; these lines are not needed for the table's head.
-_FILE_ACTION = re.compile(rb'\s*\{\s*"(add|remove|cdc|commitInfo)"\s*:')
 _ADD = re.compile(rb'\s*\{\s*"add"\s*:')
 
 
@@ -513,26 +513,41 @@ def _may_hold(raw: bytes, keep: list[bytes]) -> bool:
 
 
 _ADD_RE2 = r'^\s*\{\s*"add"\s*:'
-_PARTITION_VALUES_RE2 = r'"partitionValues"\s*:\s*(?P<pv>\{(?:[^"{}]|"(?:[^"\\]|\\.)*")*\})'
 
 
-def _prefilter(data: bytes, needles: list[bytes]) -> bytes:
-    """The lines of a commit file a partition can need: every line but the ``add`` lines that
-    :func:`_may_hold` rules out (the same test, run in Arrow over the whole file).
+def _split_commit(data: bytes, needles: list[bytes] | None) -> tuple[bytes, bytes]:
+    """A commit file cut in Arrow into the lines that describe the table (not ``add``, ``remove``,
+    ``cdc`` or ``commitInfo``) and the lines a partition can need: all of them when ``needles`` is None,
+    else every line but the ``add`` lines whose ``partitionValues`` (free of escapes) hold none of the
+    needles.
 
     Example:
-        >>> _prefilter(b'{"add":{"partitionValues":{"r":"1"}}}\\n{"add":{"partitionValues":{"r":"0"}}}', [b'"0"'])
-        b'{"add":{"partitionValues":{"r":"0"}}}'
+        >>> data = b'{"metaData":{"id":"x"}}\\n{"add":{"partitionValues":{"r":"1"}}}\\n' \\
+        ...        b'{"add":{"partitionValues":{"r":"0"}}}'
+        >>> head, kept = _split_commit(data, [b'"0"'])
+        >>> head, kept.count(b"add")
+        (b'{"metaData":{"id":"x"}}', 1)
     """
     lines = pa.array(data.splitlines(), pa.binary())
     if not len(lines):
-        return b""
-    segment = pc.struct_field(pc.extract_regex(lines, _PARTITION_VALUES_RE2), "pv")
-    keep = pc.or_(segment.is_null(), pc.match_substring(segment, "\\"))
-    for needle in needles:
-        keep = pc.or_(keep, pc.match_substring(segment, needle.decode("utf-8")))
-    keep = pc.or_(pc.invert(pc.match_substring_regex(lines, _ADD_RE2)), pc.fill_null(keep, True))
-    return b"\n".join(lines.filter(keep).to_pylist())
+        return b"", b""
+    file_action = pc.fill_null(pc.match_substring_regex(lines, _FILE_ACTION_RE2), True)
+    head = b"\n".join(lines.filter(pc.invert(file_action)).to_pylist())
+    if needles is None:
+        return head, data
+    # An add line goes when its partitionValues has no escape and the line holds no needle anywhere (a needle
+    # in those partition values would be in the line).
+    clean = pc.fill_null(pc.match_substring_regex(lines, _CLEAN_PARTITION_VALUES_RE2), False)
+    has_needle = pc.fill_null(pc.match_substring(lines, needles[0].decode("utf-8")), False)
+    for needle in needles[1:]:
+        has_needle = pc.or_(has_needle, pc.fill_null(pc.match_substring(lines, needle.decode("utf-8")), False))
+    is_add = pc.fill_null(pc.match_substring_regex(lines, _ADD_RE2), False)
+    drop = pc.and_(pc.and_(is_add, clean), pc.invert(has_needle))
+    return head, b"\n".join(lines.filter(pc.invert(drop)).to_pylist())
+
+
+_FILE_ACTION_RE2 = r'^\s*\{\s*"(add|remove|cdc|commitInfo)"\s*:|^\s*$'
+_CLEAN_PARTITION_VALUES_RE2 = r'"partitionValues"\s*:\s*\{[^"{}\\]*("[^"\\]*"[^"{}\\]*)*\}'
 
 
 def _needles(values: set[str | None]) -> list[bytes] | None:
