@@ -531,22 +531,31 @@ def _split_commit(data: bytes, needles: list[bytes] | None) -> tuple[bytes, byte
     lines = pa.array(data.splitlines(), pa.binary())
     if not len(lines):
         return b"", b""
-    file_action = pc.fill_null(pc.match_substring_regex(lines, _FILE_ACTION_RE2), True)
-    head = b"\n".join(lines.filter(pc.invert(file_action)).to_pylist())
+    # Lines as writers spell them; another spelling of a file action is parsed with the head lines (and
+    # ignored there), and kept for the partition.
+    file_action = pc.starts_with(lines, _FILE_PREFIXES[0])
+    for prefix in _FILE_PREFIXES[1:]:
+        file_action = pc.or_(file_action, pc.starts_with(lines, prefix))
+    head = b"\n".join(line for line in lines.filter(pc.invert(file_action)).to_pylist() if line.strip())
     if needles is None:
         return head, data
     # An add line goes when its partitionValues has no escape and the line holds no needle anywhere (a needle
     # in those partition values would be in the line).
-    clean = pc.fill_null(pc.match_substring_regex(lines, _CLEAN_PARTITION_VALUES_RE2), False)
-    has_needle = pc.fill_null(pc.match_substring(lines, needles[0].decode("utf-8")), False)
+    has_needle = pc.match_substring(lines, needles[0].decode("utf-8"))
     for needle in needles[1:]:
-        has_needle = pc.or_(has_needle, pc.fill_null(pc.match_substring(lines, needle.decode("utf-8")), False))
-    is_add = pc.fill_null(pc.match_substring_regex(lines, _ADD_RE2), False)
-    drop = pc.and_(pc.and_(is_add, clean), pc.invert(has_needle))
-    return head, b"\n".join(lines.filter(pc.invert(drop)).to_pylist())
+        has_needle = pc.or_(has_needle, pc.match_substring(lines, needle.decode("utf-8")))
+    candidates = pc.and_(pc.starts_with(lines, _FILE_PREFIXES[0]), pc.invert(has_needle))
+    keep = pc.invert(candidates)
+    if pc.any(candidates).as_py():
+        # of the candidates, only those whose partition values are free of escapes may go
+        clean = pc.match_substring_regex(lines.filter(candidates), _CLEAN_PARTITION_VALUES_RE2)
+        clean_all = np.zeros(len(lines), dtype=bool)
+        clean_all[np.flatnonzero(candidates.to_numpy(zero_copy_only=False))] = clean.to_numpy(zero_copy_only=False)
+        keep = pc.or_(keep, pa.array(~clean_all))
+    return head, b"\n".join(lines.filter(keep).to_pylist())
 
 
-_FILE_ACTION_RE2 = r'^\s*\{\s*"(add|remove|cdc|commitInfo)"\s*:|^\s*$'
+_FILE_PREFIXES = ('{"add":', '{"remove":', '{"cdc":', '{"commitInfo":')
 _CLEAN_PARTITION_VALUES_RE2 = r'"partitionValues"\s*:\s*\{[^"{}\\]*("[^"\\]*"[^"{}\\]*)*\}'
 
 
