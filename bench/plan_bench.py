@@ -3,18 +3,29 @@
 Workload: a local table of 100 ``node_id_range`` partitions × 100 small files (10,000 live files, one
 commit), kept in ``bench/.work/plan-table`` between runs. Targets:
 
-* planning the table (``plan_table``: log replay, the deltalake cross-check, layout check of every
-  partition, one message per partition) takes at most 2 s;
+* planning the table (``plan_table``: log replay, layout check of every partition, one message per
+  partition) takes at most 2 s;
 * sending its 100 messages to an Azure queue on Azurite (``dispatch``'s batched, concurrent send
   through ``QueueSender``) takes at most 1 s.
 
 Each figure is the median of ``--repeat`` runs (the first, cold run is printed too).
+
+Scale mode (``--scale LIVE_FILES ...``): tables of 1,000 files per partition built by 250 appends (each
+spread over every partition) with deltalake checkpoints every 100 versions, kept in ``--cache``. For each
+size, in one run and each step in its own process (time of the step, peak RSS of the process): deltalake's
+own snapshot load with its add actions against the orchestrator's ``plan_table_lean`` and its messages,
+and ``rorder_single`` of partition 0 (1,000 files) in a hard-linked copy of the table against the same
+partition alone in a fresh one-partition table. Only partition 0's data files exist on disk; planning and a
+one-partition worker open no other. Targets at 1 M live files: plan ≤ 1.5× the time and ≤ 1.2× the peak
+RSS of deltalake's load; worker ≤ 2× the fresh table's time and RSS, and ≤ 512 MB. The machine is shared:
+other processes' load shows in the times (the load average is printed), less in RSS.
 
 Usage::
 
     python bench/plan_bench.py                     # starts its own Azurite (AZURITE_BIN or node_modules)
     python bench/plan_bench.py --connection-string "UseDevelopmentStorage=true"
     python bench/plan_bench.py --partitions 20 --files 50 --json out.json
+    python bench/plan_bench.py --scale 10000 100000 1000000 --cache /tmp/plan-bench-cache
 """
 
 from __future__ import annotations
@@ -24,6 +35,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -66,6 +78,221 @@ def build_table(root: Path, partitions: int, files: int) -> None:
     DeltaTable(str(root)).create_write_transaction(adds, mode="append", schema=schema, partition_by=["node_id_range"])
 
 
+# ------------------------------------------------------------------------------------ scale mode
+SCALE_COMMITS = 250  # appends; deltalake writes a checkpoint every 100 versions (the default interval)
+SCALE_TARGET_PLAN_TIME = 1.5  # × deltalake's own snapshot load
+SCALE_TARGET_PLAN_RSS = 1.2
+SCALE_TARGET_WORKER = 2.0  # × the same partition alone in a fresh table
+SCALE_TARGET_WORKER_BYTES = 512 * 2**20
+
+
+def build_scale_table(root: Path, partitions: int, files: int, commits: int = SCALE_COMMITS) -> None:
+    """``partitions`` × ``files`` two-row files added by ``commits`` appends, each spread over every
+    partition as a streaming writer's are; checkpoints at deltalake's interval (100 versions). Only the
+    files of partition 0 (the one the worker rewrites) are written to storage; the log names the rest,
+    which neither planning nor a one-partition worker opens."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+
+    schema = pa.schema([("node_id", pa.int64()), ("seq", pa.int64()), ("node_id_range", pa.int64())])
+    DeltaTable.create(str(root), schema=schema, partition_by=["node_id_range"])
+    (root / "node_id_range=0").mkdir(parents=True, exist_ok=True)
+    now = int(time.time() * 1000)
+    total = partitions * files
+    per_commit = -(-total // commits)
+    n = 0
+    version = 0
+    while n < total:
+        version += 1
+        lines = [
+            json.dumps(
+                {
+                    "commitInfo": {
+                        "timestamp": now,
+                        "operation": "WRITE",
+                        "operationParameters": {"mode": "Append"},
+                        "isBlindAppend": True,
+                        "engineInfo": "plan_bench",
+                    }
+                }
+            )
+        ]
+        for j in range(n, min(total, n + per_commit)):
+            p, i = j % partitions, j // partitions
+            rel = f"node_id_range={p}/part-{i:05d}-{uuid.uuid4()}-c000.snappy.parquet"
+            ids = [p * 1000 + i % 37, p * 1000 + (i * 7) % 37]
+            size = 900
+            if p == 0:
+                pq.write_table(pa.table({"node_id": ids, "seq": [2 * i, 2 * i + 1]}), root / rel)
+                size = (root / rel).stat().st_size
+            stats = {
+                "numRecords": 2,
+                "minValues": {"node_id": min(ids), "seq": 2 * i},
+                "maxValues": {"node_id": max(ids), "seq": 2 * i + 1},
+                "nullCount": {"node_id": 0, "seq": 0},
+            }
+            add = {
+                "path": rel,
+                "partitionValues": {"node_id_range": str(p)},
+                "size": size,
+                "modificationTime": now,
+                "dataChange": True,
+                "stats": json.dumps(stats, separators=(",", ":")),
+            }
+            lines.append(json.dumps({"add": add}, separators=(",", ":")))
+        n = min(total, n + per_commit)
+        (root / "_delta_log" / f"{version:020d}.json").write_text("\n".join(lines) + "\n")
+        if version % 100 == 0:
+            DeltaTable(str(root), version=version).create_checkpoint()
+
+
+def ensure_scale_table(partitions: int, files: int, cache: Path) -> Path:
+    root = cache / f"scale-{partitions}x{files}"
+    marker = root / ".complete"
+    if not marker.exists():
+        shutil.rmtree(root, ignore_errors=True)
+        started = time.monotonic()
+        print(f"building {partitions} x {files} files in {root} ...", file=sys.stderr)
+        build_scale_table(root, partitions, files)
+        marker.write_text("ok")
+        print(f"  built in {time.monotonic() - started:.1f}s", file=sys.stderr)
+    return root
+
+
+def _child(kind: str, path: str) -> None:
+    """One measured step in its own process; prints its own timing as JSON."""
+    started = time.perf_counter()
+    if kind == "deltalake":
+        import pyarrow as pa
+        from deltalake import DeltaTable
+
+        dt = DeltaTable(path)
+        out = {"files": pa.table(dt.get_add_actions(flatten=True)).num_rows}
+    elif kind == "plan":
+        from deltaextras.ops.plan_stream import plan_table_lean
+
+        plan = plan_table_lean(path)
+        out = {
+            "messages": len([m.to_json() for m in plan.messages()]),
+            "files": sum(p.file_count for p in plan.partitions),
+        }
+    elif kind == "plan-full":
+        from deltaextras.ops.plan import plan_table
+
+        plan = plan_table(path)
+        out = {"messages": len([m.to_json() for m in plan.messages()]), "files": len(plan.snapshot.files)}
+    elif kind == "worker":
+        from deltaextras.ops.rorder import rorder_single
+
+        report = rorder_single({"path": path, "partition_value": "0"})
+        assert report.status == "committed", report.to_dict()
+        out = {"files": report.files_removed}
+    else:
+        raise SystemExit(f"unknown step {kind}")
+    out["seconds"] = round(time.perf_counter() - started, 3)
+    out["cpu_seconds"] = round(time.process_time(), 3)
+    print(json.dumps(out))
+
+
+def _measured(kind: str, path: Path) -> dict[str, Any]:
+    sys.path.insert(0, str(HERE))
+    from _measure import run_measured
+
+    run = run_measured([sys.executable, str(Path(__file__).resolve()), "--child", kind, str(path)], timeout=1800)
+    if not run.ok:
+        raise SystemExit(f"{kind} on {path} failed: {run.stderr_tail}")
+    out = json.loads(run.stdout_tail.strip().splitlines()[-1])
+    out["process_seconds"] = round(run.wall_s, 3)
+    out["peak_rss_mb"] = round(run.peak_rss_bytes / 2**20, 1)
+    return out
+
+
+def _linked_copy(root: Path, into: Path) -> Path:
+    """A copy of a table made of hard links (the worker commits into it; the cached table stays as built)."""
+    dest = into / root.name
+    into.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["cp", "-al", str(root), str(dest)], check=True)
+    return dest
+
+
+def scale_main(args: argparse.Namespace) -> int:
+    cache = Path(args.cache)
+    cache.mkdir(parents=True, exist_ok=True)
+    fresh = ensure_scale_table(1, 1000, cache)
+    rows = []
+    ok = True
+    for live in args.scale_files:
+        partitions = max(1, live // 1000)
+        root = ensure_scale_table(partitions, 1000, cache)
+        row: dict[str, Any] = {"live_files": partitions * 1000}
+        runs: dict[str, list[dict[str, Any]]] = {}
+        for n in range(args.scale_repeat):  # contenders interleaved, so load on the machine hits both alike
+            runs.setdefault("deltalake", []).append(_measured("deltalake", root))
+            runs.setdefault("plan", []).append(_measured("plan", root))
+            if args.full_plan:
+                runs.setdefault("plan_full", []).append(_measured("plan-full", root))
+            work = Path(tempfile.mkdtemp(prefix="plan-bench-", dir=cache))
+            try:
+                runs.setdefault("worker", []).append(_measured("worker", _linked_copy(root, work / f"big{n}")))
+                runs.setdefault("worker_fresh", []).append(_measured("worker", _linked_copy(fresh, work / f"fresh{n}")))
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+        for name, measured in runs.items():
+            row[name] = {k: statistics.median(m[k] for m in measured) for k in measured[0]}
+        d, p, w, f = row["deltalake"], row["plan"], row["worker"], row["worker_fresh"]
+        t_ratio, m_ratio = p["seconds"] / d["seconds"], p["peak_rss_mb"] / d["peak_rss_mb"]
+        wt_ratio, wm_ratio = w["seconds"] / f["seconds"], w["peak_rss_mb"] / f["peak_rss_mb"]
+        row["ratios"] = {
+            "plan_time": round(t_ratio, 2),
+            "plan_rss": round(m_ratio, 2),
+            "worker_time": round(wt_ratio, 2),
+            "worker_rss": round(wm_ratio, 2),
+        }
+        print(
+            f"{row['live_files']:>9,} live files | deltalake load {d['seconds']:6.2f}s {d['peak_rss_mb']:7.0f} MB | "
+            f"plan {p['seconds']:6.2f}s {p['peak_rss_mb']:7.0f} MB ({t_ratio:.2f}x time, {m_ratio:.2f}x RSS)"
+            + (
+                f" | old plan {row['plan_full']['seconds']:.2f}s {row['plan_full']['peak_rss_mb']:.0f} MB"
+                if args.full_plan
+                else ""
+            )
+        )
+        print(
+            f"{'':>9}            | worker, one 1,000-file partition {w['seconds']:6.2f}s {w['peak_rss_mb']:5.0f} MB"
+            f" | alone in a fresh table {f['seconds']:6.2f}s {f['peak_rss_mb']:5.0f} MB"
+            f" ({wt_ratio:.2f}x time, {wm_ratio:.2f}x RSS)"
+        )
+        print(
+            f"{'':>9}            | CPU seconds: deltalake {d['cpu_seconds']:.2f}, plan {p['cpu_seconds']:.2f}"
+            f" ({p['cpu_seconds'] / d['cpu_seconds']:.2f}x); worker {w['cpu_seconds']:.2f}, fresh"
+            f" {f['cpu_seconds']:.2f} ({w['cpu_seconds'] / f['cpu_seconds']:.2f}x)"
+        )
+        if row["live_files"] >= 1_000_000:
+            met = (
+                t_ratio <= SCALE_TARGET_PLAN_TIME
+                and m_ratio <= SCALE_TARGET_PLAN_RSS
+                and wt_ratio <= SCALE_TARGET_WORKER
+                and wm_ratio <= SCALE_TARGET_WORKER
+                and w["peak_rss_mb"] * 2**20 <= SCALE_TARGET_WORKER_BYTES
+            )
+            print(
+                f"{'':>9}            | targets at 1 M (plan ≤ {SCALE_TARGET_PLAN_TIME}x time, ≤ "
+                f"{SCALE_TARGET_PLAN_RSS}x RSS; worker ≤ {SCALE_TARGET_WORKER}x, ≤ 512 MB): {'OK' if met else 'MISSED'}"
+            )
+            ok = ok and met
+        rows.append(row)
+    print(
+        f"(medians of {args.scale_repeat} interleaved run(s); times: the step inside its process, wall clock, which "
+        f"includes waiting for a CPU; CPU seconds: the whole process; RSS: the process's peak; {os.cpu_count()} CPUs, "
+        "shared — "
+        f"load average {os.getloadavg()[0]:.1f} at the end)"
+    )
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    return 0 if ok else 1
+
+
 def ensure_table(partitions: int, files: int) -> Path:
     root = HERE / ".work" / f"plan-table-{partitions}x{files}"
     marker = root / ".complete"
@@ -97,7 +324,24 @@ def main(argv: list[str] | None = None) -> int:
         "--connection-string", help="an Azure Storage / Azurite connection string (default: start Azurite)"
     )
     parser.add_argument("--json", help="write the figures to this file")
+    parser.add_argument(
+        "--scale",
+        type=int,
+        nargs="+",
+        dest="scale_files",
+        metavar="LIVE_FILES",
+        help="scale mode: tables of these many live files (1,000 per partition), e.g. --scale 10000 100000 1000000",
+    )
+    parser.add_argument("--cache", default=str(HERE / ".work"), help="scale mode: where the built tables are kept")
+    parser.add_argument("--scale-repeat", type=int, default=1, help="scale mode: runs per step (medians printed)")
+    parser.add_argument("--full-plan", action="store_true", help="scale mode: also measure plan_table (full snapshot)")
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child:
+        _child(*args.child)
+        return 0
+    if args.scale_files:
+        return scale_main(args)
 
     from deltaextras.app.config import AppConfig
     from deltaextras.app.dispatch import DEFAULT_BATCH_SIZE, DEFAULT_CONCURRENCY, dispatch

@@ -34,7 +34,7 @@ REWRITTEN = {
 }
 REFUSED = {
     "table_with_liquid_clustering": "rowTracking",
-    "simple_table_features": "protocol",
+    "simple_table_features": "reader version 5",
 }
 LIVE_ROWS = {
     "cdf-table-with-cdc-and-dvs": 5,

@@ -137,7 +137,7 @@ class TableSnapshot:
         version: int | None = None,
         *,
         storage: TableStorage | None = None,
-        cross_check: bool = True,
+        cross_check: bool = False,
         for_writing: bool = True,
     ) -> TableSnapshot:
         """Load a table at ``version`` (default: latest), refusing unsupported protocols by name

@@ -35,6 +35,7 @@ import pyarrow as pa
 
 from ..core.actions import Action, Cdc, CommitInfo, add_of, now_ms
 from ..core.conflicts import IsolationLevel, ReadSet
+from ..core.partition_snapshot import PartitionSnapshot
 from ..core.snapshot import LiveFile, TableSnapshot
 from ..core.storage import TableStorage
 from ..core.transaction import Transaction, txn_action
@@ -135,7 +136,14 @@ def rorder_single(
         snap, storage = snapshot, snapshot.storage
     else:
         storage = TableStorage(msg.path, storage_options)
-        snap = TableSnapshot.load(msg.path, dict(storage_options or {}), msg.version, storage=storage)
+        snap = PartitionSnapshot.load(
+            msg.path,
+            dict(storage_options or {}),
+            msg.version,
+            storage=storage,
+            unit=lambda head: resolve_unit(head, msg.options.by, msg.partition_name)[0],  # type: ignore[arg-type]
+            value=msg.partition_value,
+        )
     unit, by = resolve_unit(snap, msg.options.by, msg.partition_name)
     label = None if unit is None else f"{unit}={msg.partition_value}"
     report = PartitionReport(table=storage.uri, partition=label, status="skipped", read_version=snap.version)
