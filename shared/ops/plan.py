@@ -108,25 +108,7 @@ class TablePlan:
     def message(self, part: PartitionPlan) -> RorderMessage:
         """The work message of one partition; the file list is left out when it would not fit a queue
         message (the worker then plans the same files from the same table version)."""
-        msg = RorderMessage(
-            path=self.uri,
-            version=self.version,
-            partition_name=part.partition_name,
-            partition_value=part.partition_value,
-            has_partition=part.has_partition,
-            files=tuple((f.path, f.size) for f in part.files),
-            options=RorderOptions(
-                by=self.by,
-                sort_by=self.options.sort_by,
-                unique_by=self.options.unique_by,
-                target_file_size=self.options.target_file_size,
-                memory_budget=self.options.memory_budget,
-                max_deleted_rows_ratio=self.options.max_deleted_rows_ratio,
-            ),
-        )
-        if len(msg.to_json()) > MAX_MESSAGE_JSON:
-            msg = msg.with_files(None)
-        return msg
+        return work_message(self, part, tuple((f.path, f.size) for f in part.files))
 
     def messages(self) -> list[RorderMessage]:
         """Ready-to-send messages for every partition that needs work."""
@@ -134,23 +116,69 @@ class TablePlan:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly summary (for ``deltaextras plan --json``)."""
-        return {
-            "table": self.uri,
-            "version": self.version,
-            "partition_name": self.partition_name,
-            "by": self.by,
-            "partitions": [
-                {
-                    "partition_value": p.partition_value,
-                    "action": p.action,
-                    "reason": p.reason,
-                    "files": len(p.files),
-                    "bytes": p.bytes,
-                    "deleted_rows": sum(f.deleted_rows for f in p.files),
-                }
-                for p in self.partitions
-            ],
-        }
+        return plan_summary(self, [(p, len(p.files), sum(f.deleted_rows for f in p.files)) for p in self.partitions])
+
+
+def work_message(plan: Any, part: Any, files: tuple[tuple[str, int], ...] | None) -> RorderMessage:
+    """The work message of one partition of a plan (:class:`TablePlan` or the orchestrator's lean plan):
+    table, version, partition and options, and ``files`` unless the message would not fit a queue message.
+
+    Example:
+        >>> from types import SimpleNamespace as NS
+        >>> plan = NS(uri="/t", version=3, by="k", options=RorderOptions())
+        >>> part = NS(partition_name="k_range", partition_value="0", has_partition=True)
+        >>> m = work_message(plan, part, (("a.parquet", 10),))
+        >>> m.version, m.partition_value, m.files
+        (3, '0', (('a.parquet', 10),))
+    """
+    msg = RorderMessage(
+        path=plan.uri,
+        version=plan.version,
+        partition_name=part.partition_name,
+        partition_value=part.partition_value,
+        has_partition=part.has_partition,
+        files=files,
+        options=RorderOptions(
+            by=plan.by,
+            sort_by=plan.options.sort_by,
+            unique_by=plan.options.unique_by,
+            target_file_size=plan.options.target_file_size,
+            memory_budget=plan.options.memory_budget,
+            max_deleted_rows_ratio=plan.options.max_deleted_rows_ratio,
+        ),
+    )
+    if len(msg.to_json()) > MAX_MESSAGE_JSON:
+        msg = msg.with_files(None)
+    return msg
+
+
+def plan_summary(plan: Any, parts: list[tuple[Any, int, int]]) -> dict[str, Any]:
+    """The JSON-friendly summary of a plan: ``parts`` are (partition, file count, deleted rows).
+
+    Example:
+        >>> from types import SimpleNamespace as NS
+        >>> plan = NS(uri="/t", version=3, partition_name="k_range", by="k")
+        >>> part = NS(partition_value="0", action="skip", reason="empty", bytes=0)
+        >>> plan_summary(plan, [(part, 0, 0)])["partitions"][0]["action"]
+        'skip'
+    """
+    return {
+        "table": plan.uri,
+        "version": plan.version,
+        "partition_name": plan.partition_name,
+        "by": plan.by,
+        "partitions": [
+            {
+                "partition_value": p.partition_value,
+                "action": p.action,
+                "reason": p.reason,
+                "files": files,
+                "bytes": p.bytes,
+                "deleted_rows": deleted,
+            }
+            for p, files, deleted in parts
+        ],
+    }
 
 
 def in_layout(snapshot: TableSnapshot, files: list[LiveFile], by: str, options: RorderOptions) -> str | None:

@@ -48,7 +48,7 @@ from ..errors import PartitionNotFoundError
 from .layout import LAYOUT_TAG, RUN_TAG, layout_signature
 from .message import RorderMessage, partition_value_to_str
 from .options import RorderOptions
-from .plan import MAX_MESSAGE_JSON, _sort_key, _table_args, in_layout, resolve_unit
+from .plan import MAX_MESSAGE_JSON, _sort_key, _table_args, in_layout, plan_summary, resolve_unit, work_message
 
 _RECORDS = r'"numRecords"\s*:\s*(?P<n>\d+)'
 _RECORDS_PY = re.compile(r'"numRecords"\s*:\s*(\d+)')
@@ -143,25 +143,7 @@ class LeanPlan:
         """The work message of one partition; the file list is left out when it would not fit a queue
         message (the worker then reads the partition at ``version`` itself)."""
         files = part.tally.listed
-        msg = RorderMessage(
-            path=self.uri,
-            version=self.version,
-            partition_name=part.partition_name,
-            partition_value=part.partition_value,
-            has_partition=part.has_partition,
-            files=None if files is None else tuple(files),
-            options=RorderOptions(
-                by=self.by,
-                sort_by=self.options.sort_by,
-                unique_by=self.options.unique_by,
-                target_file_size=self.options.target_file_size,
-                memory_budget=self.options.memory_budget,
-                max_deleted_rows_ratio=self.options.max_deleted_rows_ratio,
-            ),
-        )
-        if len(msg.to_json()) > MAX_MESSAGE_JSON:
-            msg = msg.with_files(None)
-        return msg
+        return work_message(self, part, None if files is None else tuple(files))
 
     def messages(self) -> list[RorderMessage]:
         """Ready-to-send messages for every partition that needs work."""
@@ -169,23 +151,7 @@ class LeanPlan:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly summary, shaped as :meth:`deltaextras.ops.plan.TablePlan.to_dict`."""
-        return {
-            "table": self.uri,
-            "version": self.version,
-            "partition_name": self.partition_name,
-            "by": self.by,
-            "partitions": [
-                {
-                    "partition_value": p.partition_value,
-                    "action": p.action,
-                    "reason": p.reason,
-                    "files": p.file_count,
-                    "bytes": p.bytes,
-                    "deleted_rows": p.deleted_rows,
-                }
-                for p in self.partitions
-            ],
-        }
+        return plan_summary(self, [(p, p.file_count, p.deleted_rows) for p in self.partitions])
 
 
 def plan_table_lean(
