@@ -17,6 +17,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from oracle import assert_engines_agree, assert_layout, write_sensor_table
 
+from deltaextras.core.actions import Add
 from deltaextras.core.log import read_commit
 from deltaextras.core.storage import TableStorage
 from deltaextras.ops.delete import delete
@@ -132,11 +133,11 @@ def test_rorder_column_mapping(delta_spark: Any, spark: Any, tmp_path: Path) -> 
     assert columns == {"node_id", "utc time", "reading", "node_id_range"}
     # the rewritten files use the physical names, as the protocol requires
     st = TableStorage(uri)
-    adds = [a["add"] for a in read_commit(st, DeltaTable(uri).version()) or [] if "add" in a]
+    adds = [a for a in read_commit(st, DeltaTable(uri).version()) or [] if isinstance(a, Add)]
     assert adds
     import pyarrow.parquet as pq
 
-    names = pq.read_schema(pa.BufferReader(st.read(adds[0]["path"]))).names
+    names = pq.read_schema(pa.BufferReader(st.read(adds[0].path))).names
     assert all(n.startswith("col-") for n in names), names
 
 
@@ -154,10 +155,10 @@ def test_deletion_vectors_inline_files_and_unions(delta_spark: Any, spark: Any, 
         report = delete(uri, predicate, **kwargs)
         assert report.rows_deleted > 0
         actions = read_commit(TableStorage(uri), report.commit_version) or []
-        adds = [a["add"] for a in actions if "add" in a]
-        kinds |= {a["deletionVector"]["storageType"] for a in adds}
-        vectors = [a["deletionVector"] for a in adds]
-        vector_files = {v["pathOrInlineDv"] for v in vectors if v["storageType"] == "u"}
+        adds = [a for a in actions if isinstance(a, Add)]
+        vectors = [a.deletion_vector for a in adds if a.deletion_vector is not None]
+        kinds |= {v.storage_type for v in vectors}
+        vector_files = {v.path_or_inline_dv for v in vectors if v.storage_type == "u"}
         if kwargs:  # one vector file holds the vectors of several data files
             assert len(vector_files) < len(adds)
         spark_count = delta_spark.read.format("delta").load(uri).where(predicate).count()

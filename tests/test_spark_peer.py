@@ -16,6 +16,7 @@ from oracle import assert_engines_agree, assert_layout
 
 from deltaextras import PartitionReport
 from deltaextras.app.spark import rorder_spark
+from deltaextras.core.actions import Add
 from deltaextras.core.log import read_commit
 from deltaextras.core.storage import TableStorage
 from deltaextras.ops.rorder import rorder
@@ -104,7 +105,7 @@ def test_rorder_rewrites_what_spark_wrote(
     shutil.copytree(source, uri)
     log = Path(uri) / "_delta_log"
     assert list(log.glob("*.checkpoint.parquet")), "Spark wrote no checkpoint"
-    vectors = [a["add"].get("deletionVector") for a in read_commit(TableStorage(uri), _last_delete(uri)) if "add" in a]
+    vectors = [a.deletion_vector for a in read_commit(TableStorage(uri), _last_delete(uri)) or [] if isinstance(a, Add)]
     assert any(vectors), "Spark's DELETE wrote no deletion vector"
     before = assert_engines_agree(uri, delta_spark=delta_spark, sail=spark)
     if runner == "local":

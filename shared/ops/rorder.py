@@ -302,7 +302,13 @@ def _select_files(snap: TableSnapshot, unit: str | None, msg: RorderMessage) -> 
             )
         files = snap.partition_files(unit, msg.partition_value)
         if not files and msg.files is None:  # a hand-written rerun naming a partition that is not there
-            raise partition_not_found(unit, msg.partition_value, snap.version, snap.partitions(unit))
+            known = snap.partitions(unit)
+            if isinstance(snap, PartitionSnapshot):  # it holds one partition: list the others (error path only)
+                whole = TableSnapshot.load(
+                    snap.storage.uri, storage=snap.storage, version=snap.version, for_writing=False
+                )
+                known = whole.partitions(unit)
+            raise partition_not_found(unit, msg.partition_value, snap.version, known)
     if msg.files is None:
         return files
     live = {f.path: f for f in files}
