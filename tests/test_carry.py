@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
 from oracle import assert_layout
-from reliability_support import BY, content, expected, new_table, rows, sail_content, seqs
+from reliability_support import BY, COLUMNS, content, expected, new_table, rows, sail_content, seqs
 
 from deltaextras.core.actions import CommitInfo, encode_commit
 from deltaextras.core.dv import inline_descriptor, read_deletion_vector
@@ -333,3 +333,37 @@ def test_delta_rs_merge_is_carried(tmp_path: Any) -> None:
     want = pa.concat_tables([_minus(written, (40, 60)), source])
     _settled(uri, opts, want)
     _our_outputs_in_layout(uri, opts, report.commit_version)
+
+
+SPARK_DML = {
+    "delete": "DELETE FROM delta.`{uri}` WHERE seq >= 40 AND seq < 60",
+    "update": "UPDATE delta.`{uri}` SET value = -1.0 WHERE seq >= 40 AND seq < 60",
+    "merge": (
+        "MERGE INTO delta.`{uri}` t USING (SELECT id AS s FROM range(40, 60)) src ON t.seq = src.s "
+        "WHEN MATCHED THEN DELETE"
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SPARK_DML))
+def test_spark_dml_is_carried(delta_spark: Any, tmp_path: Any, kind: str) -> None:
+    """Apache Spark's DELETE / UPDATE / MERGE (deletion vectors on) commits between our read and our
+    commit: the rewrite commits, Spark's changes stay, and Spark, delta-rs and the expected rows agree."""
+    from delta_spark import read_arrow
+
+    uri = str(tmp_path / "t")
+    written = new_table(uri, None, batches=4, per_batch=50, nodes=5)
+    enable_deletion_vectors(uri)
+    report = _race(uri, {}, lambda: delta_spark.sql(SPARK_DML[kind].format(uri=uri)).collect())
+    assert report.status == "committed", report.reason
+    assert report.concurrent_deletes_carried == 1 and report.deleted_rows_carried > 0
+    if kind == "update":
+        value = pc.if_else(
+            pc.and_(pc.greater_equal(written["seq"], 40), pc.less(written["seq"], 60)), -1.0, written["value"]
+        )
+        want = written.set_column(written.schema.get_field_index("value"), "value", value)
+    else:
+        want = _minus(written, (40, 60))
+    _settled(uri, {}, want)
+    _our_outputs_in_layout(uri, {}, report.commit_version)
+    assert expected(read_arrow(delta_spark, uri, COLUMNS)) == expected(want)  # Spark reads what delta-rs reads
