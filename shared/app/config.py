@@ -288,14 +288,7 @@ def _table(entry: Any, index: int, global_options: dict[str, str], env: Mapping[
         raise InvalidArgumentError(f"{where} needs 'uri': the table URI as a non-empty string")
     uri = normalize_uri(uri)
     try:
-        options = RorderOptions.build(
-            by=entry.get("by"),
-            sort_by=entry.get("sort_by"),
-            unique_by=entry.get("unique_by"),
-            target_file_size=entry.get("target_file_size"),
-            memory_budget=entry.get("memory_budget"),
-            max_deleted_rows_ratio=entry.get("max_deleted_rows_ratio"),
-        )
+        options = RorderOptions.from_mapping(entry)
     except InvalidArgumentError as exc:
         raise InvalidArgumentError(f"{where} ({uri}): {exc}") from None
     own = entry.get("storage_options") or {}

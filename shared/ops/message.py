@@ -137,14 +137,7 @@ class RorderMessage:
             if v is not None and (_not_int(v) or not 0 < v <= MAX_LONG):
                 raise MessageError(f"message {key!r} must be an integer from 1 to {MAX_LONG} (bytes), got {_got(v)}")
         try:
-            options = RorderOptions.build(
-                by=data.get("by"),
-                sort_by=data.get("sort_by"),
-                unique_by=data.get("unique_by"),
-                target_file_size=data.get("target_file_size"),
-                memory_budget=data.get("memory_budget"),
-                max_deleted_rows_ratio=data.get("max_deleted_rows_ratio"),
-            )
+            options = RorderOptions.from_mapping(data)
         except InvalidArgumentError as exc:
             raise MessageError(f"message options are invalid: {exc}") from None
         return cls(

@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,6 +113,18 @@ class RorderOptions:
     target_file_size: int = DEFAULT_TARGET_FILE_SIZE
     memory_budget: int = DEFAULT_MEMORY_BUDGET
     max_deleted_rows_ratio: float = DEFAULT_MAX_DELETED_ROWS_RATIO
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> RorderOptions:
+        """:meth:`build` from the option keys of a mapping (a work message, a table entry of the settings);
+        other keys are ignored.
+
+        Example:
+            >>> RorderOptions.from_mapping({"path": "/t", "unique_by": "k"}).unique_by
+            ('k',)
+        """
+        keys = ("by", "sort_by", "unique_by", "target_file_size", "memory_budget", "max_deleted_rows_ratio")
+        return cls.build(**{k: data.get(k) for k in keys})
 
     @classmethod
     def build(
