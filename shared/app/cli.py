@@ -66,6 +66,12 @@ def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target-file-size", type=int, metavar="BYTES")
     p.add_argument("--memory-budget", type=int, metavar="BYTES")
     p.add_argument("--max-deleted-rows-ratio", type=float, metavar="RATIO")
+    p.add_argument(
+        "--layout",
+        choices=("full", "tiered"),
+        help="full: rewrite a partition with new files whole (default); tiered: rewrite only fresh files and "
+        "the tiers due for a merge (docs/tiered.md)",
+    )
 
 
 def _option_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -83,6 +89,7 @@ def _option_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "target_file_size": args.target_file_size,
         "memory_budget": args.memory_budget,
         "max_deleted_rows_ratio": args.max_deleted_rows_ratio,
+        "layout": args.layout,
     }
 
 
