@@ -6,7 +6,7 @@ appends, outputs of another layout). A run rewrites:
 
 * every fresh file, into one new tier run with one row group (or run of row groups) per value;
 * settled runs that the size-tiered policy merges: when ``TIER_FANOUT`` (k) runs of similar size exist
-  (sizes within a factor of about k, counting the new run) they merge into the new run, cascading while
+  (sizes in rows within a factor of about k, counting the new run) they merge into the new run, cascading while
   the grown run meets k similar ones; then, while the partition would hold more than ``MAX_TIERS`` (T)
   runs, the smallest runs join too. Merges happen only in a run that has fresh files (or must purge
   deletion vectors), so a rerun with nothing fresh is a no-op;
@@ -21,11 +21,11 @@ Each run's output has every value in its own row group(s), so a point query read
 
 Example:
     >>> settled = [("r1", 100), ("r2", 110), ("r3", 95)]
-    >>> sorted(merge_runs(settled, fresh_bytes=105, fanout=4, limit=10))
+    >>> sorted(merge_runs(settled, fresh_size=105, fanout=4, limit=10))
     ['r1', 'r2', 'r3']
-    >>> merge_runs(settled, fresh_bytes=105, fanout=5, limit=10)
+    >>> merge_runs(settled, fresh_size=105, fanout=5, limit=10)
     []
-    >>> merge_runs(settled, fresh_bytes=105, fanout=5, limit=3)
+    >>> merge_runs(settled, fresh_size=105, fanout=5, limit=3)
     ['r3']
 """
 
@@ -149,31 +149,34 @@ def select_files(files: list[LiveFile], schema: TableSchema, by: str, options: R
                 sel.overlapping.extend(fs)
     for r in purge:
         sel.purged.extend(runs[r])
-    new_bytes = sum(f.size for f in sel.files)
-    rest = [(r, sum(f.size for f in fs)) for r, fs in runs.items() if r not in chosen]
-    for r in merge_runs(rest, fresh_bytes=new_bytes, fanout=TIER_FANOUT, limit=MAX_TIERS):
+    # Runs are sized in rows (the fresh files' bytes say little about the size of their rewrite: other
+    # codecs, other encodings); in bytes when a file's statistics lack numRecords.
+    size = _rows if all(f.num_records is not None for f in files) else _bytes
+    rest = [(r, size(fs)) for r, fs in runs.items() if r not in chosen]
+    for r in merge_runs(rest, fresh_size=size(sel.files), fanout=TIER_FANOUT, limit=MAX_TIERS):
         sel.merged.extend(runs[r])
         chosen.add(r)
     sel.runs_after = len(runs) - len(chosen) + 1
     return sel
 
 
-def merge_runs(runs: Iterable[tuple[str, int]], *, fresh_bytes: int, fanout: int, limit: int) -> list[str]:
-    """The settled runs ``(run id, bytes)`` the size-tiered policy merges into a new run of ``fresh_bytes``.
+def merge_runs(runs: Iterable[tuple[str, int]], *, fresh_size: int, fanout: int, limit: int) -> list[str]:
+    """The settled runs ``(run id, size)`` the size-tiered policy merges into a new run of ``fresh_size``
+    (sizes in rows, or in bytes when rows are unknown).
 
-    A run's tier is ``round(log_fanout(bytes / smallest))``; while the new run's tier holds ``fanout - 1``
+    A run's tier is ``round(log_fanout(size / smallest))``; while the new run's tier holds ``fanout - 1``
     other runs, they merge into it (and it grows, maybe into the next tier); then, while more than
     ``limit`` runs would remain, the smallest joins.
 
     Example:
-        >>> merge_runs([("a", 10), ("b", 10), ("c", 10), ("big", 160)], fresh_bytes=10, fanout=4, limit=10)
+        >>> merge_runs([("a", 10), ("b", 10), ("c", 10), ("big", 160)], fresh_size=10, fanout=4, limit=10)
         ['a', 'b', 'c']
         >>> runs = [("a", 10), ("b", 10), ("c", 10), ("d", 40), ("e", 40), ("f", 40)]
-        >>> merge_runs(runs, fresh_bytes=10, fanout=4, limit=10)  # 4 x 10 make a 40: a cascade
+        >>> merge_runs(runs, fresh_size=10, fanout=4, limit=10)  # 4 x 10 make a 40: a cascade
         ['a', 'b', 'c', 'd', 'e', 'f']
     """
     rest = sorted(runs, key=lambda rs: (rs[1], rs[0]))
-    pending = max(1, fresh_bytes)
+    pending = max(1, fresh_size)
     chosen: list[str] = []
     while rest:
         unit = max(1, min(pending, rest[0][1]))
@@ -190,6 +193,14 @@ def merge_runs(runs: Iterable[tuple[str, int]], *, fresh_bytes: int, fanout: int
         chosen.append(r)
         pending += size
     return chosen
+
+
+def _rows(files: list[LiveFile]) -> int:
+    return sum(f.num_records or 0 for f in files)
+
+
+def _bytes(files: list[LiveFile]) -> int:
+    return sum(f.size for f in files)
 
 
 def _tier(size: int, unit: int, fanout: int) -> int:
