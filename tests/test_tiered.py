@@ -151,8 +151,9 @@ def test_tiered_content_reads_the_same_through_sail(tmp_path: Any, spark: Any) -
     _append(uri, {}, _rows(8, range(0, 100)))
     rorder(uri, max_workers=1, **TIERED)
     for hour in range(1, 4):
-        _append(uri, {}, _rows(8, range(hour * 1000, hour * 1000 + 20), seed=hour))
-        _append(uri, {}, _rows(8, range(hour * 1000 + 10, hour * 1000 + 15), seed=hour))  # duplicates
+        batch = _rows(8, range(hour * 1000, hour * 1000 + 20), seed=hour)
+        _append(uri, {}, batch)
+        _append(uri, {}, batch.slice(0, 40))  # a retried append: duplicates of fresh rows
         rorder(uri, max_workers=1, **TIERED)
     expected = rows_checksum(
         pa.concat_tables(
@@ -314,3 +315,24 @@ def test_cli_plan_shows_what_a_tiered_run_does_and_commit_info_names_the_layout(
     assert cli_main(["run", uri, "--sort-by", "utc_time", "--unique-by", "utc_time", "--layout", "tiered"]) == 0
     params = DeltaTable(uri).history(1)[0]["operationParameters"]
     assert params["layout"] == "tiered"
+
+
+def test_inspect_shows_files_per_partition_and_row_groups_per_value(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    uri = str(tmp_path / "t")
+    for hour in range(3):
+        _append(uri, {}, _rows(4, range(hour * 100, hour * 100 + 10), seed=hour))
+        rorder(uri, max_workers=1, **TIERED)
+    assert cli_main(["inspect", uri, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["files_per_partition"] == {"0": 3}
+    assert out["row_groups_per_value"] == {"values": 4, "max": 3, "mean": 3.0}
+    assert out["read_amplification"] == 1.0
+    assert cli_main(["inspect", uri]) == 0
+    assert "files per partition: 3..3 over 1 partition(s); row groups a point query on node_id reads: at most 3" in (
+        capsys.readouterr().out
+    )
+    rorder(uri, max_workers=1, sort_by="utc_time", unique_by="utc_time")  # the full layout: one run
+    assert cli_main(["inspect", uri, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["row_groups_per_value"]["max"] == 1
