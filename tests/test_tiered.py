@@ -336,3 +336,19 @@ def test_inspect_shows_files_per_partition_and_row_groups_per_value(
     rorder(uri, max_workers=1, sort_by="utc_time", unique_by="utc_time")  # the full layout: one run
     assert cli_main(["inspect", uri, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["row_groups_per_value"]["max"] == 1
+
+
+def test_rorder_spark_runs_the_tiered_layout(spark: Any, tmp_path: Any) -> None:
+    from deltaextras.app.spark import rorder_spark
+
+    uri = str(tmp_path / "t")
+    _append(uri, {}, _rows(4, range(0, 50)))
+    rorder(uri, max_workers=1, **TIERED)
+    (history,) = _runs(uri, {}).values()
+    _append(uri, {}, _rows(4, range(100, 110), seed=1))
+    expected = checksum(uri)
+    rows = [r.asDict() for r in rorder_spark(spark, uri, **TIERED).collect()]
+    assert [(r["status"], r["files_removed"]) for r in rows] == [("committed", 1)]
+    assert checksum(uri) == expected and set(history) <= {a["path"] for a in live_adds(uri)}
+    again = [r.asDict() for r in rorder_spark(spark, uri, **TIERED).collect()]
+    assert [r["status"] for r in again] == ["skipped"] and again[0]["reason"].startswith("tiered: no fresh")
