@@ -269,7 +269,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     result = "none" if figure is None else f"{figure:.2f}x"
     print(f"{len(rows)} row groups; point-query read amplification on {column}: {result}")
     counts = sorted(files.values())
-    if counts:
+    if counts and per_value["values"]:
         print(
             f"files per partition: {counts[0]}..{counts[-1]} over {len(counts)} partition(s); row groups a point "
             f"query on {column} reads: at most {per_value['max']}, {per_value['mean']:.2f} on average"

@@ -603,11 +603,12 @@ def read_amplification(
     return _amplification(_scan(files, column, count_values=True))
 
 
-def row_groups_per_value(table: pa.Table) -> dict[str, float]:
+def row_groups_per_value(table: pa.Table) -> dict[str, Any]:
     """How many row groups a point query reads, over the values their statistics name: the ``max`` and
     ``mean`` over every value that is some row group's min or max, counting each row group whose
     ``[min, max]`` admits the value (a row group without min/max admits all). In the full layout both
-    are 1; in the tiered layout the max is at most the partition's tier count.
+    are 1; in the tiered layout the max is at most the partition's tier count. No bounded row group
+    (e.g. a partition column): ``values`` 0 and ``mean`` None.
 
     ``table`` is a :func:`row_group_table` (or :func:`parquet_row_group_table`) result.
 
@@ -630,9 +631,9 @@ def row_groups_per_value(table: pa.Table) -> dict[str, float]:
         lows.sort()
         highs.sort()
     except TypeError:
-        return {"values": 0, "max": 0, "mean": float("nan")}
+        return {"values": 0, "max": 0, "mean": None}
     if not values:
-        return {"values": 0, "max": unbounded, "mean": float("nan")}
+        return {"values": 0, "max": unbounded, "mean": None}
     counts = [bisect.bisect_right(lows, v) - bisect.bisect_left(highs, v) + unbounded for v in values]
     return {"values": len(values), "max": max(counts), "mean": sum(counts) / len(counts)}
 
