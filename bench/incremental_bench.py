@@ -10,14 +10,15 @@ appends in the same run. Printed, for each layout:
 * the last hourly run against the first (wall time of the ``rorder`` call and peak RSS of the process,
   both runs in a fresh child process);
 * a point query for one node after the week: row groups it reads (Delta file statistics, then row-group
-  statistics prune), their data bytes ÷ the value's own bytes (its one row group in the full layout), and
+  statistics prune), their data bytes ÷ the value's own bytes (its rows alone as one row group), and
   rows of other values inside the row groups read;
 * whether both tables end with the same rows (content digest through deltalake).
 
 Usage::
 
     python bench/incremental_bench.py                 # scale 0.1 (rows per append and history), 7 days
-    python bench/incremental_bench.py --scale 1       # the real size (full mode: hours on 2 cores)
+    python bench/incremental_bench.py --scale 1 --layouts tiered   # the real size, tiered only (minutes)
+    python bench/incremental_bench.py --scale 1       # the real size, both (the full layout: hours on 2 cores)
     python bench/incremental_bench.py --days 1 --scale 0.02   # a smoke run
     python bench/incremental_bench.py --one-run TABLE LAYOUT  # internal: one measured hourly run
 """
@@ -39,6 +40,7 @@ from typing import Any
 import _measure
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 HERE = Path(__file__).resolve().parent
@@ -84,7 +86,13 @@ def rorder_once(table: str, layout: str) -> dict[str, Any]:
     report = rorder(table, sort_by=SORT_BY, unique_by=UNIQUE_BY, layout=layout, max_workers=1)
     seconds = time.perf_counter() - started
     written = sum(p.bytes_added or 0 for p in report.partitions)
-    return {"seconds": seconds, "bytes": written, "committed": sum(p.status == "committed" for p in report.partitions)}
+    fresh = sum(p.bytes_removed or 0 for p in report.partitions)
+    return {
+        "seconds": seconds,
+        "bytes": written,
+        "read": fresh,
+        "committed": sum(p.status == "committed" for p in report.partitions),
+    }
 
 
 def measured_run(table: str, layout: str) -> dict[str, Any]:
@@ -147,10 +155,26 @@ def live_files(path: str) -> int:
     return len(DeltaTable(path).file_uris())
 
 
-def simulate(root: Path, scale: float, days: int, seed: int) -> dict[str, Any]:
+def own_bytes(path: str, node: int) -> int:
+    """The value's own bytes: its rows alone, in ``sort_by`` order, as one row group with the layout's writer
+    settings (what the full layout's row group of that value holds)."""
+    from deltalake import DeltaTable
+
+    from deltaextras.ops.layout import writer_properties
+
+    rows = pa.table(DeltaTable(path).to_pyarrow_dataset().to_table(filter=pc.field("node_id") == node))
+    rows = rows.drop_columns(["node_id_range"]).sort_by(SORT_BY)
+    sink = pa.BufferOutputStream()
+    with pq.ParquetWriter(sink, rows.schema, **writer_properties(rows.schema, rows, "node_id")) as writer:
+        writer.write_table(rows, row_group_size=rows.num_rows)
+    md = pq.ParquetFile(pa.BufferReader(sink.getvalue())).metadata
+    return sum(md.row_group(0).column(j).total_compressed_size for j in range(md.num_columns))
+
+
+def simulate(root: Path, scale: float, days: int, seed: int, layouts: tuple[str, ...]) -> dict[str, Any]:
     per_node = max(1, round(READINGS_PER_NODE * scale))
     rng = np.random.default_rng(seed)
-    tables = {layout: str(root / layout) for layout in LAYOUTS}
+    tables = {layout: str(root / layout) for layout in layouts}
     # History: one day of appends in one commit, put in layout by a first run (not counted).
     history = pa.concat_tables([append_rows(i - HISTORY_APPENDS, per_node, rng) for i in range(HISTORY_APPENDS)])
     append(tables, history)
@@ -158,14 +182,14 @@ def simulate(root: Path, scale: float, days: int, seed: int) -> dict[str, Any]:
         rorder_once(path, layout)
     del history
     hours = 24 * days
-    figures: dict[str, Any] = {layout: {"written": [], "seconds": [], "appended": []} for layout in LAYOUTS}
+    figures: dict[str, Any] = {layout: {"written": [], "seconds": [], "appended": []} for layout in layouts}
     appended_hour: list[int] = []
     t0 = time.perf_counter()
     for hour in range(hours):
-        before = _sizes(tables["tiered"])
+        before = _sizes(tables[layouts[-1]])
         for k in range(APPENDS_PER_HOUR):
             append(tables, append_rows(hour * APPENDS_PER_HOUR + k, per_node, rng))
-        appended_hour.append(sum(size for p, size in _sizes(tables["tiered"]).items() if p not in before))
+        appended_hour.append(sum(size for p, size in _sizes(tables[layouts[-1]]).items() if p not in before))
         for layout, path in tables.items():
             if hour in (0, hours - 1):
                 run = measured_run(path, layout)
@@ -173,6 +197,8 @@ def simulate(root: Path, scale: float, days: int, seed: int) -> dict[str, Any]:
             else:
                 run = rorder_once(path, layout)
             figures[layout]["written"].append(run["bytes"])
+            if layout == "tiered":  # read more than the hour's appends: settled tiers merged
+                figures[layout].setdefault("merged", []).append(run["read"] > 1.5 * appended_hour[-1])
             figures[layout]["seconds"].append(run["seconds"])
         if (hour + 1) % 24 == 0:
             print(f"  day {(hour + 1) // 24}: {time.perf_counter() - t0:.0f}s", file=sys.stderr, flush=True)
@@ -182,6 +208,7 @@ def simulate(root: Path, scale: float, days: int, seed: int) -> dict[str, Any]:
         f["query"] = point_query(path, QUERY_NODE)
         f["digest"] = str(_measure.delta_digest(path, ["node_id", "utc_time", "data_values", "quality"]))
     figures["appended"] = appended_hour
+    figures["own_bytes"] = own_bytes(tables[layouts[-1]], QUERY_NODE)
     figures["rows_per_append"] = NODES * per_node
     figures["history_rows"] = NODES * per_node * HISTORY_APPENDS
     return figures
@@ -189,11 +216,12 @@ def simulate(root: Path, scale: float, days: int, seed: int) -> dict[str, Any]:
 
 def render(fig: dict[str, Any], scale: float, days: int) -> str:
     app = fig["appended"]
-    own = fig["full"]["query"]["bytes"]
-    rows = [("", *LAYOUTS)]
+    own = fig["own_bytes"]
+    layouts = [layout for layout in LAYOUTS if layout in fig]
+    rows = [("", *layouts)]
 
     def each(label: str, fn: Any) -> None:
-        rows.append((label, *(fn(fig[layout]) for layout in LAYOUTS)))
+        rows.append((label, *(fn(fig[layout]) for layout in layouts)))
 
     each("write amplification, day 1", lambda f: f"{sum(f['written'][:24]) / sum(app[:24]):.2f}")
     if days > 1:
@@ -209,23 +237,27 @@ def render(fig: dict[str, Any], scale: float, days: int) -> str:
             "median hourly run wall, last day ÷ day 1",
             lambda f: f"{statistics.median(f['seconds'][-24:]) / statistics.median(f['seconds'][:24]):.2f}",
         )
+    each("runs that merged settled tiers", lambda f: str(sum(1 for m in f["merged"] if m)) if "merged" in f else "-")
+    each("runs without a merge: last ÷ first (wall)", _fresh_only)
     each("slowest hourly run (s)", lambda f: f"{max(f['seconds']):.2f}")
     each("hourly runs, total (s)", lambda f: f"{sum(f['seconds']):.1f}")
     each("live files after the last run", lambda f: str(f["files"]))
     each(f"point query node {QUERY_NODE}: row groups read", lambda f: str(f["query"]["row_groups"]))
     each("point query: data bytes ÷ the value's bytes", lambda f: f"{f['query']['bytes'] / own:.3f}")
     each("point query: rows of other values read", lambda f: str(f["query"]["foreign_rows"]))
-    same = "yes" if fig["full"]["digest"] == fig["tiered"]["digest"] else "NO"
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    same = "yes" if len({fig[layout]["digest"] for layout in layouts}) == 1 else "NO"
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [
         f"incremental_bench: scale {scale} ({fig['history_rows']:,} history rows, {fig['rows_per_append']:,} rows per "
         f"five-minute append, {NODES} node_ids), {days} day(s) of hourly rorder (sort_by/unique_by utc_time)",
         "| " + " | ".join(r.ljust(w) for r, w in zip(rows[0], widths, strict=True)) + " |",
         "|" + "|".join("-" * (w + 2) for w in widths) + "|",
         *("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in rows[1:]),
-        f"same rows in both tables (deltalake digest): {same}; "
-        "the value's bytes = its one row group in the full layout",
+        f"same rows in both tables (deltalake digest): {same}; the value's bytes ({own:,}) = its rows alone as "
+        "one row group with the layout's writer settings",
     ]
+    if "tiered" not in fig:
+        return "\n".join(lines)
     tiered = fig["tiered"]
     amp = sum(tiered["written"]) / sum(app)
     last = tiered["measured"][-1]["seconds"] / tiered["measured"][0]["seconds"]
@@ -247,6 +279,14 @@ def render(fig: dict[str, Any], scale: float, days: int) -> str:
     return "\n".join(lines)
 
 
+def _fresh_only(f: dict[str, Any]) -> str:
+    """Wall of the last hourly run that rewrote only fresh files ÷ the first (in-process runs)."""
+    if "merged" not in f:
+        return "-"
+    plain = [s for s, m in zip(f["seconds"][1:-1], f["merged"][1:-1], strict=True) if not m]
+    return f"{plain[-1] / plain[0]:.2f}" if len(plain) > 1 else "-"
+
+
 def _ratio(measured: list[dict[str, Any]], key: str) -> str:
     return f"{measured[-1][key] / measured[0][key]:.2f}"
 
@@ -258,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=17)
     p.add_argument("--keep", help="build the tables here and keep them")
     p.add_argument("--json", help="also write the figures here")
+    p.add_argument("--layouts", default="full,tiered", help="comma-separated: full, tiered (default both)")
     p.add_argument("--one-run", nargs=2, metavar=("TABLE", "LAYOUT"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.one_run:
@@ -267,7 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for layout in LAYOUTS:
             shutil.rmtree(root / layout, ignore_errors=True)
-        figures = simulate(root, args.scale, args.days, args.seed)
+        layouts = tuple(x for x in LAYOUTS if x in args.layouts.split(","))
+        figures = simulate(root, args.scale, args.days, args.seed, layouts)
         text = render(figures, args.scale, args.days)
         print(text)
         if args.json:
