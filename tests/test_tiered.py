@@ -352,3 +352,27 @@ def test_rorder_spark_runs_the_tiered_layout(spark: Any, tmp_path: Any) -> None:
     assert checksum(uri) == expected and set(history) <= {a["path"] for a in live_adds(uri)}
     again = [r.asDict() for r in rorder_spark(spark, uri, **TIERED).collect()]
     assert [r["status"] for r in again] == ["skipped"] and again[0]["reason"].startswith("tiered: no fresh")
+
+
+def test_a_tier_whose_deletion_vectors_hide_too_many_rows_is_purged_alone(tmp_path: Any) -> None:
+    from deltaextras.ops.delete import delete
+    from deltaextras.ops.upgrade import enable_deletion_vectors
+
+    uri = str(tmp_path / "t")
+    _append(uri, {}, _rows(4, range(0, 100)))
+    enable_deletion_vectors(uri)
+    rorder(uri, max_workers=1, **TIERED)
+    _append(uri, {}, _rows(4, range(1000, 1010), seed=1))
+    rorder(uri, max_workers=1, **TIERED)
+    runs = _runs(uri, {})
+    assert len(runs) == 2
+    delete(uri, "utc_time < '1970-01-01T00:00:10Z'")  # 10 of the history's 100 seconds: 10 % of its rows
+    expected = checksum(uri)
+    (part,) = plan_table(uri, **TIERED).partitions
+    assert part.action == "rewrite" and part.tiers is not None
+    assert (part.tiers["fresh_files"], part.tiers["settled_files_read"], part.tiers["tiers_after"]) == (0, 1, 2)
+    (r,) = rorder(uri, max_workers=1, **TIERED).partitions
+    assert r.status == "committed" and r.deleted_rows_purged == 40
+    assert checksum(uri) == expected and len(_runs(uri, {})) == 2
+    version = _version(uri, {})
+    assert [p.status for p in rorder(uri, max_workers=1, **TIERED)] == ["skipped"] and _version(uri, {}) == version

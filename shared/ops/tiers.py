@@ -42,9 +42,10 @@ from .delete_bounds import json_bound
 from .layout import LAYOUT_TAG, RUN_TAG, layout_signature
 from .options import RorderOptions
 
-# k: runs of similar size merge once k of them exist. Measured in bench/incremental_bench.py: with hourly
-# runs, k = 4 keeps the week's write amplification near 3 (each row is rewritten once per tier it climbs:
-# 1 h → 4 h → 16 h → 64 h), where k = 3 rewrites more often and k ≥ 5 leaves more runs per partition.
+# k: runs of similar size merge once k of them exist. In a simulation of a week of hourly runs on a one-day
+# history (the workload of bench/incremental_bench.py; docs/tiered.md), k = 4 kept the write amplification
+# near 3 (each row is rewritten once per tier it climbs: 1 h → 4 h → 16 h → 64 h), where k = 3 rewrites more
+# often and k ≥ 5 needs a larger T to stay there.
 TIER_FANOUT = 4
 # T: at most this many runs per partition, so a point query reads at most T row groups. With k = 4,
 # hourly runs over a week reach four tiers of at most k - 1 runs each below the oldest: T = 10 rarely
