@@ -284,6 +284,7 @@ def test_lean_plan_selects_the_same_files_as_the_full_plan(tmp_path: Any) -> Non
     rorder(uri, max_workers=1, **TIERED)
     lean = plan_table_lean(uri, **TIERED)
     assert lean.messages() == [] and lean.partitions[0].reason.startswith("tiered: no fresh files")
+    assert lean.to_dict() == plan_table(uri, **TIERED).to_dict()
 
 
 def test_layout_option_is_validated_everywhere(tmp_path: Any) -> None:

@@ -218,13 +218,15 @@ def plan_table_lean(
         verdict = _verdict(t, options, signature)
         if verdict is _LOOK:
             look.append(value)
+        elif options.layout == "tiered":
+            selections[value] = TierSelection(runs_before=1, runs_after=1)  # one settled run: nothing to do
         else:
             decided[value] = verdict  # type: ignore[assignment]
     if look:
         decided.update(_look_at_files(head, unit, look, by_col, options, selections))
     for value in sorted(tallies, key=lambda v: (v is None, _sort_key(v))):
         t = tallies[value]
-        reason = decided[value]
+        reason = decided.get(value)
         sel = selections.get(value)
         if sel is not None:
             action = "rewrite" if sel.files else "skip"
