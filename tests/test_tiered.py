@@ -77,12 +77,22 @@ def assert_one_value_per_row_group(uri: str, opts: dict[str, str], column: str =
     return groups
 
 
+def _sail(backend: Any, request: Any) -> Any:
+    """A Spark Connect session on Sail that reaches the backend's storage."""
+    return request.getfixturevalue("spark" if backend.name == "local" else "spark_cloud")
+
+
+def checksum_of(uri: str, opts: dict[str, str]) -> tuple[int, str]:
+    """The content checksum of the table as delta-rs reads it, in the engines' common form."""
+    return content_checksum(scan(uri, opts))
+
+
 def pc_unique(col: pa.ChunkedArray) -> list[Any]:
     return sorted(set(col.to_pylist()), key=repr)
 
 
 # ---------------------------------------------------------------------- content, layout, reruns
-def test_hourly_tiered_runs_keep_content_and_one_value_per_row_group(backend: Any) -> None:
+def test_hourly_tiered_runs_keep_content_and_one_value_per_row_group(backend: Any, request: Any) -> None:
     uri, opts = backend.new_table_uri(), backend.storage_options
     _append(uri, opts, _rows(6, range(0, 200)))
     first = rorder(uri, storage_options=opts, max_workers=1, **TIERED)
@@ -103,6 +113,7 @@ def test_hourly_tiered_runs_keep_content_and_one_value_per_row_group(backend: An
     again = rorder(uri, storage_options=opts, max_workers=1, **TIERED)
     assert [r.status for r in again] == ["skipped"] and again.partitions[0].reason.startswith("tiered: no fresh")
     assert _version(uri, opts) == version  # a rerun is a no-op: no commit
+    assert_engines_agree(uri, sail=_sail(backend, request), storage_options=opts, expected=checksum_of(uri, opts))
 
 
 def test_a_run_without_merges_reads_only_the_fresh_files(backend: Any) -> None:
@@ -165,7 +176,7 @@ def test_tiered_content_reads_the_same_through_sail(tmp_path: Any, spark: Any) -
 
 
 # ---------------------------------------------------------------------- unique_by across tiers
-def test_duplicates_across_tiers_are_removed_and_disjoint_tiers_never_read(backend: Any) -> None:
+def test_duplicates_across_tiers_are_removed_and_disjoint_tiers_never_read(backend: Any, request: Any) -> None:
     uri, opts = backend.new_table_uri(), backend.storage_options
     run_a, run_b, new = _rows(5, range(0, 100)), _rows(5, range(100, 200), seed=1), _rows(5, range(200, 210), seed=2)
     _append(uri, opts, run_a)
@@ -189,6 +200,8 @@ def test_duplicates_across_tiers_are_removed_and_disjoint_tiers_never_read(backe
     keys = list(zip(content["node_id"].to_pylist(), content["utc_time"].to_pylist(), strict=True))
     assert len(keys) == len(set(keys)) == 5 * 210
     assert content_checksum(content) == content_checksum(pa.concat_tables([run_a, run_b, new]))
+    expected = content_checksum(pa.concat_tables([run_a, run_b, new]))
+    assert_engines_agree(uri, sail=_sail(backend, request), storage_options=opts, expected=expected)
     assert_one_value_per_row_group(uri, opts)
     version = _version(uri, opts)
     assert [p.status for p in rorder(uri, storage_options=opts, max_workers=1, **TIERED)] == ["skipped"]
