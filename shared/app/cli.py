@@ -66,6 +66,12 @@ def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target-file-size", type=int, metavar="BYTES")
     p.add_argument("--memory-budget", type=int, metavar="BYTES")
     p.add_argument("--max-deleted-rows-ratio", type=float, metavar="RATIO")
+    p.add_argument(
+        "--layout",
+        choices=("full", "tiered"),
+        help="full: rewrite a partition with new files whole (default); tiered: rewrite only fresh files and "
+        "the tiers due for a merge (docs/tiered.md)",
+    )
 
 
 def _option_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -83,6 +89,7 @@ def _option_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "target_file_size": args.target_file_size,
         "memory_budget": args.memory_budget,
         "max_deleted_rows_ratio": args.max_deleted_rows_ratio,
+        "layout": args.layout,
     }
 
 
@@ -200,7 +207,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     from ..core.snapshot import TableSnapshot
-    from ..ops.inspect import partition_column, read_amplification, row_group_table
+    from ..ops.inspect import partition_column, read_amplification, row_group_table, row_groups_per_value
     from ..ops.plan import partition_not_found, resolve_unit
 
     opts = _storage_options(args)
@@ -231,9 +238,22 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     picture = (
         _plot(snap, table, args.plot, f"{args.table}: {column}, read amplification {amp_text}") if args.plot else None
     )
+    per_value = row_groups_per_value(table)
+    files = (
+        {str(v): len(fs) for v, fs in snap.partitions(unit).items() if partition is None or v == args.partition}
+        if unit
+        else {"(table)": len(snap.files)}
+    )
     if args.json:
         groups = [{k: _finite(v) for k, v in r.items()} for r in table.to_pylist()]
-        out = {"column": column, "read_amplification": figure, "meaning": meaning, "row_groups": groups}
+        out = {
+            "column": column,
+            "read_amplification": figure,
+            "meaning": meaning,
+            "files_per_partition": files,
+            "row_groups_per_value": {k: _finite(v) for k, v in per_value.items()},
+            "row_groups": groups,
+        }
         print(json.dumps(out, default=str, indent=2, allow_nan=False))
         return 0
     rows = table.to_pylist()
@@ -248,6 +268,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         print(f"... {len(rows) - len(shown)} more row groups (--limit 0 lists all)")
     result = "none" if figure is None else f"{figure:.2f}x"
     print(f"{len(rows)} row groups; point-query read amplification on {column}: {result}")
+    counts = sorted(files.values())
+    if counts and per_value["values"]:
+        print(
+            f"files per partition: {counts[0]}..{counts[-1]} over {len(counts)} partition(s); row groups a point "
+            f"query on {column} reads: at most {per_value['max']}, {per_value['mean']:.2f} on average"
+        )
     if figure is None or partition_column(snap, column) is not None:
         print(f"({meaning})")
     if picture is not None:

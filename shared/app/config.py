@@ -11,6 +11,7 @@ Everything comes from app settings (environment variables, see :mod:`deltaextras
      "target_file_size": 134217728,       # bytes
      "memory_budget": 201326592,          # bytes of Arrow data held at once
      "max_deleted_rows_ratio": 0.05,
+     "layout": "tiered",                  # "full" (default): rewrite a partition whole; "tiered": incremental
      "storage_options": {}}               # merged over DELTAEXTRAS_STORAGE_OPTIONS for this table
 
 The list is also the worker's allow-list: a message whose ``path`` is not one of these tables is
@@ -53,6 +54,7 @@ _ENTRY_KEYS = {
     "target_file_size",
     "memory_budget",
     "max_deleted_rows_ratio",
+    "layout",
     "storage_options",
 }
 _AZURE_SCHEMES = ("abfs", "abfss", "az", "azure", "adl")
@@ -144,6 +146,8 @@ class TableConfig:
             out["sort_by"] = opts["sort_by"]
         if opts["unique_by"]:
             out["unique_by"] = opts["unique_by"]
+        if opts["layout"] != "full":
+            out["layout"] = opts["layout"]
         return out
 
     def plan_kwargs(self) -> dict[str, Any]:
@@ -156,6 +160,7 @@ class TableConfig:
             "target_file_size": o.target_file_size,
             "memory_budget": o.memory_budget,
             "max_deleted_rows_ratio": o.max_deleted_rows_ratio,
+            "layout": o.layout,
             "storage_options": dict(self.storage_options) or None,
         }
 

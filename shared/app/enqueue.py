@@ -78,7 +78,7 @@ def build_messages(
     """The message bodies (JSON text) for the chosen partitions of ``table``.
 
     ``options`` (``by``, ``sort_by``, ``unique_by``, ``target_file_size``, ``memory_budget``,
-    ``max_deleted_rows_ratio``) go into the messages; with ``all_partitions`` they also drive the plan,
+    ``max_deleted_rows_ratio``, ``layout``) go into the messages; with ``all_partitions`` they also drive the plan,
     over the table's configured ones.
     """
     if bool(partitions) == bool(all_partitions):
@@ -176,6 +176,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--sort-by", action="append", metavar="COL[:desc]", help="order inside a value (repeatable)")
     p.add_argument("--unique-by", action="append", metavar="COL", help="de-duplication key column (repeatable)")
     p.add_argument("--target-file-size", type=int, metavar="BYTES")
+    p.add_argument("--layout", choices=("full", "tiered"), help="full rewrite or incremental tiers")
     p.set_defaults(func=_main)
 
 
@@ -191,6 +192,7 @@ def _main(args: argparse.Namespace) -> int:
         "sort_by": sort_by,
         "unique_by": args.unique_by,
         "target_file_size": args.target_file_size,
+        "layout": args.layout,
     }
     storage_options = None
     if args.storage_option:

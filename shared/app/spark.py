@@ -217,6 +217,7 @@ def rorder_spark(
     target_file_size: int | None = None,
     memory_budget: int | None = None,
     max_deleted_rows_ratio: float | None = None,
+    layout: str | None = None,
     storage_options: Mapping[str, str] | None = None,
     task_storage_options: Mapping[str, str] | None = None,
     max_tasks: int | None = None,
@@ -247,6 +248,7 @@ def rorder_spark(
         target_file_size=target_file_size,
         memory_budget=memory_budget,
         max_deleted_rows_ratio=max_deleted_rows_ratio,
+        layout=layout,
         storage_options=dict(storage_options) if storage_options else None,
     )
     to_rewrite = plan.to_rewrite()

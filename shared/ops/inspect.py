@@ -67,6 +67,7 @@ __all__ = [
     "partition_column",
     "read_amplification",
     "row_group_table",
+    "row_groups_per_value",
 ]
 
 #: Opens one file for reading: returns a local path or a seekable binary file-like object.
@@ -600,6 +601,41 @@ def read_amplification(
         return 1.0 if held else float("nan")
     files = _delta_sources(uri, partition, storage_options, open_file, snap)
     return _amplification(_scan(files, column, count_values=True))
+
+
+def row_groups_per_value(table: pa.Table) -> dict[str, Any]:
+    """How many row groups a point query reads, over the values their statistics name: the ``max`` and
+    ``mean`` over every value that is some row group's min or max, counting each row group whose
+    ``[min, max]`` admits the value (a row group without min/max admits all). In the full layout both
+    are 1; in the tiered layout the max is at most the partition's tier count. No bounded row group
+    (e.g. a partition column): ``values`` 0 and ``mean`` None.
+
+    ``table`` is a :func:`row_group_table` (or :func:`parquet_row_group_table`) result.
+
+    Example:
+        >>> t = pa.table({"min": [1, 2, 1, 3], "max": [1, 2, 1, 3]})
+        >>> row_groups_per_value(t)
+        {'values': 3, 'max': 2, 'mean': 1.3333333333333333}
+    """
+    import bisect
+
+    lows, highs, unbounded = [], [], 0
+    for lo, hi in zip(table.column("min").to_pylist(), table.column("max").to_pylist(), strict=True):
+        if lo is None or hi is None or lo != lo or hi != hi:  # None or NaN: admits every value
+            unbounded += 1
+            continue
+        lows.append(lo)
+        highs.append(hi)
+    try:
+        values = sorted(set(lows) | set(highs))
+        lows.sort()
+        highs.sort()
+    except TypeError:
+        return {"values": 0, "max": 0, "mean": None}
+    if not values:
+        return {"values": 0, "max": unbounded, "mean": None}
+    counts = [bisect.bisect_right(lows, v) - bisect.bisect_left(highs, v) + unbounded for v in values]
+    return {"values": len(values), "max": max(counts), "mean": sum(counts) / len(counts)}
 
 
 def partition_column(snapshot: Any, column: str) -> str | None:

@@ -24,6 +24,8 @@ target_file_size       int in [1, 2^63 - 1]                         output file 
 memory_budget          int in [1, 2^63 - 1]                         Arrow bytes held at once
 max_materialize_size   int in [1, 2^63 - 1]                         accepted for compatibility; ignored
 max_deleted_rows_ratio number in [0, 1]                             purge threshold for deletion vectors
+layout                 "full" or "tiered"                           full rewrite (default) or incremental
+                                                                    tiers (:mod:`deltaextras.ops.tiers`)
 =====================  ===========================================  ==========================================
 
 Unknown keys, wrong types and numbers out of range are rejected with a one-line :class:`MessageError`
@@ -70,6 +72,7 @@ _KNOWN = {
     "memory_budget",
     "max_materialize_size",
     "max_deleted_rows_ratio",
+    "layout",
 }
 
 
@@ -192,6 +195,8 @@ class RorderMessage:
             out["unique_by"] = opts["unique_by"]
         for key in ("target_file_size", "memory_budget", "max_deleted_rows_ratio"):
             out[key] = opts[key]
+        if opts["layout"] != "full":  # messages of the default layout stay as older releases read them
+            out["layout"] = opts["layout"]
         return out
 
     def to_json(self) -> str:

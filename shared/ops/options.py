@@ -23,6 +23,10 @@ DEFAULT_MEMORY_BUDGET = 96 * 1024 * 1024
 # of its rows.
 DEFAULT_MAX_DELETED_ROWS_RATIO = 0.05
 ORDERS = ("ascending", "descending")
+# "full": every run rewrites a partition with new files whole; "tiered": a run rewrites only the fresh files
+# and the settled runs the size-tiered policy merges (see deltaextras.ops.tiers).
+LAYOUTS = ("full", "tiered")
+DEFAULT_LAYOUT = "full"
 
 SortSpec = tuple[tuple[str, str], ...]
 
@@ -104,7 +108,8 @@ class RorderOptions:
     orders rows inside a value; ``unique_by`` is the de-duplication key; ``target_file_size`` splits
     output files (bytes on storage); ``memory_budget`` bounds the rows held at once (Arrow bytes);
     ``max_deleted_rows_ratio`` rewrites an in-layout partition whose deletion vectors hide more
-    than this share of its rows.
+    than this share of its rows; ``layout`` is ``"full"`` (a partition with new files is rewritten whole)
+    or ``"tiered"`` (only fresh files and the tiers :mod:`deltaextras.ops.tiers` merges are rewritten).
     """
 
     by: str | None = None
@@ -113,6 +118,7 @@ class RorderOptions:
     target_file_size: int = DEFAULT_TARGET_FILE_SIZE
     memory_budget: int = DEFAULT_MEMORY_BUDGET
     max_deleted_rows_ratio: float = DEFAULT_MAX_DELETED_ROWS_RATIO
+    layout: str = DEFAULT_LAYOUT
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> RorderOptions:
@@ -123,7 +129,7 @@ class RorderOptions:
             >>> RorderOptions.from_mapping({"path": "/t", "unique_by": "k"}).unique_by
             ('k',)
         """
-        keys = ("by", "sort_by", "unique_by", "target_file_size", "memory_budget", "max_deleted_rows_ratio")
+        keys = ("by", "sort_by", "unique_by", "target_file_size", "memory_budget", "max_deleted_rows_ratio", "layout")
         return cls.build(**{k: data.get(k) for k in keys})
 
     @classmethod
@@ -136,6 +142,7 @@ class RorderOptions:
         target_file_size: int | None = None,
         memory_budget: int | None = None,
         max_deleted_rows_ratio: float | None = None,
+        layout: str | None = None,
     ) -> RorderOptions:
         """Validate loosely typed options (as users and messages give them).
 
@@ -148,6 +155,9 @@ class RorderOptions:
         ratio = DEFAULT_MAX_DELETED_ROWS_RATIO if max_deleted_rows_ratio is None else max_deleted_rows_ratio
         if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0.0 <= ratio <= 1.0:
             raise InvalidArgumentError(f"max_deleted_rows_ratio must be a number in [0, 1], got {shown(ratio)}")
+        layout = DEFAULT_LAYOUT if layout is None else layout
+        if layout not in LAYOUTS:
+            raise InvalidArgumentError(f"layout must be 'full' or 'tiered', got {shown(layout)}")
         return cls(
             by=by,
             sort_by=normalize_sort_by(sort_by),
@@ -159,6 +169,7 @@ class RorderOptions:
                 DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget, "memory_budget"
             ),
             max_deleted_rows_ratio=float(ratio),
+            layout=layout,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -175,4 +186,5 @@ class RorderOptions:
             "target_file_size": self.target_file_size,
             "memory_budget": self.memory_budget,
             "max_deleted_rows_ratio": self.max_deleted_rows_ratio,
+            "layout": self.layout,
         }

@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from ..errors import InvalidArgumentError, PartitionNotFoundError
 from .layout import LAYOUT_TAG, RUN_TAG, layout_signature, row_groups_in_layout
 from .message import RorderMessage, partition_value_to_str
 from .options import RorderOptions
+from .tiers import select_files
 
 RANGE_SUFFIX = "_range"
 # Azure queue messages hold 64 KiB of base64, i.e. 48 KiB of JSON; keep a margin.
@@ -73,6 +75,8 @@ class PartitionPlan:
     files: list[LiveFile]
     action: str  # "rewrite" | "skip"
     reason: str = ""
+    # The tiered layout's figures (deltaextras.ops.tiers.TierSelection.summary); None in the full layout.
+    tiers: dict[str, int] | None = None
 
     @property
     def has_partition(self) -> bool:
@@ -138,14 +142,7 @@ def work_message(plan: Any, part: Any, files: tuple[tuple[str, int], ...] | None
         partition_value=part.partition_value,
         has_partition=part.has_partition,
         files=files,
-        options=RorderOptions(
-            by=plan.by,
-            sort_by=plan.options.sort_by,
-            unique_by=plan.options.unique_by,
-            target_file_size=plan.options.target_file_size,
-            memory_budget=plan.options.memory_budget,
-            max_deleted_rows_ratio=plan.options.max_deleted_rows_ratio,
-        ),
+        options=dataclasses.replace(plan.options, by=plan.by),
     )
     if len(msg.to_json()) > MAX_MESSAGE_JSON:
         msg = msg.with_files(None)
@@ -157,7 +154,7 @@ def plan_summary(plan: Any, parts: list[tuple[Any, int, int]]) -> dict[str, Any]
 
     Example:
         >>> from types import SimpleNamespace as NS
-        >>> plan = NS(uri="/t", version=3, partition_name="k_range", by="k")
+        >>> plan = NS(uri="/t", version=3, partition_name="k_range", by="k", options=RorderOptions())
         >>> part = NS(partition_value="0", action="skip", reason="empty", bytes=0)
         >>> plan_summary(plan, [(part, 0, 0)])["partitions"][0]["action"]
         'skip'
@@ -167,6 +164,7 @@ def plan_summary(plan: Any, parts: list[tuple[Any, int, int]]) -> dict[str, Any]
         "version": plan.version,
         "partition_name": plan.partition_name,
         "by": plan.by,
+        "layout": plan.options.layout,
         "partitions": [
             {
                 "partition_value": p.partition_value,
@@ -175,6 +173,7 @@ def plan_summary(plan: Any, parts: list[tuple[Any, int, int]]) -> dict[str, Any]
                 "files": files,
                 "bytes": p.bytes,
                 "deleted_rows": deleted,
+                **({"tiers": p.tiers} if getattr(p, "tiers", None) is not None else {}),
             }
             for p, files, deleted in parts
         ],
@@ -182,9 +181,16 @@ def plan_summary(plan: Any, parts: list[tuple[Any, int, int]]) -> dict[str, Any]
 
 
 def in_layout(snapshot: TableSnapshot, files: list[LiveFile], by: str, options: RorderOptions) -> str | None:
-    """Why a unit's files already have the layout (a reason string), or None if they need a rewrite."""
+    """Why a unit's files already have the layout (a reason string), or None if they need a rewrite.
+
+    In the tiered layout a unit is in layout when a run would rewrite nothing (no fresh files, no tier to
+    merge, no deleted rows to purge; see :mod:`deltaextras.ops.tiers`).
+    """
     if not files:
         return "no live files"
+    if options.layout == "tiered":
+        selection = select_files(files, snapshot.schema, by, options)
+        return None if selection.files else selection.reason()
     records = sum(f.num_records or 0 for f in files)
     deleted = sum(f.deleted_rows for f in files)
     if deleted and records and deleted / records > options.max_deleted_rows_ratio:
@@ -232,6 +238,7 @@ def plan_table(
     target_file_size: int | None = None,
     memory_budget: int | None = None,
     max_deleted_rows_ratio: float | None = None,
+    layout: str | None = None,
     storage_options: dict[str, str] | None = None,
     version: int | None = None,
     snapshot: TableSnapshot | None = None,
@@ -239,6 +246,8 @@ def plan_table(
     """Plan every (or the named) partition of a table at one version.
 
     ``table`` is a URI, a path or a ``deltalake.DeltaTable`` (its URI, version and storage options are used).
+    In the tiered ``layout`` a partition's plan lists only the files its run rewrites (fresh files, merged
+    tiers), and its ``tiers`` say how many of each.
     """
     uri, storage_options, version = _table_args(table, storage_options, version)
     snap = snapshot or TableSnapshot.load(uri, storage_options, version)
@@ -249,6 +258,7 @@ def plan_table(
         target_file_size=target_file_size,
         memory_budget=memory_budget,
         max_deleted_rows_ratio=max_deleted_rows_ratio,
+        layout=layout,
     )
     unit, by_col = resolve_unit(snap, options.by)
     for c, _ in options.sort_by:
@@ -268,6 +278,11 @@ def plan_table(
         groups = {w: groups[w] for w in wanted}
     for value in sorted(groups, key=lambda v: (v is None, _sort_key(v))):
         files = groups[value]
+        if options.layout == "tiered":
+            sel = select_files(files, snap.schema, by_col, options)
+            action = "rewrite" if sel.files else "skip"
+            plan.partitions.append(PartitionPlan(unit, value, sel.files, action, sel.reason(), sel.summary()))
+            continue
         reason = in_layout(snap, files, by_col, options)
         plan.partitions.append(
             PartitionPlan(unit, value, files, "skip" if reason else "rewrite", reason or f"{len(files)} file(s)")

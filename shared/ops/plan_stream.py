@@ -49,6 +49,7 @@ from .layout import LAYOUT_TAG, RUN_TAG, layout_signature
 from .message import RorderMessage, partition_value_to_str
 from .options import RorderOptions
 from .plan import MAX_MESSAGE_JSON, _sort_key, _table_args, in_layout, plan_summary, resolve_unit, work_message
+from .tiers import TierSelection, select_files
 
 _RECORDS = r'"numRecords"\s*:\s*(?P<n>\d+)'
 _RECORDS_PY = re.compile(r'"numRecords"\s*:\s*(\d+)')
@@ -100,6 +101,8 @@ class PartitionSummary:
     tally: Tally
     action: str  # "rewrite" | "skip"
     reason: str = ""
+    # The tiered layout: the files the run rewrites (the partition's others stay); None in the full layout.
+    selection: TierSelection | None = None
 
     @property
     def has_partition(self) -> bool:
@@ -107,15 +110,19 @@ class PartitionSummary:
 
     @property
     def file_count(self) -> int:
-        return self.tally.files
+        return self.tally.files if self.selection is None else len(self.selection.files)
 
     @property
     def bytes(self) -> int:
-        return self.tally.bytes
+        return self.tally.bytes if self.selection is None else self.selection.bytes
+
+    @property
+    def tiers(self) -> dict[str, int] | None:
+        return None if self.selection is None else self.selection.summary()
 
     @property
     def deleted_rows(self) -> int:
-        return self.tally.deleted
+        return self.tally.deleted if self.selection is None else sum(f.deleted_rows for f in self.selection.files)
 
     @property
     def label(self) -> str:
@@ -143,6 +150,10 @@ class LeanPlan:
         """The work message of one partition; the file list is left out when it would not fit a queue
         message (the worker then reads the partition at ``version`` itself)."""
         files = part.tally.listed
+        if part.selection is not None:
+            files = [(f.path, f.size) for f in part.selection.files]
+            if sum(len(p) + _FILE_OVERHEAD for p, _ in files) > MAX_MESSAGE_JSON:
+                files = None
         return work_message(self, part, None if files is None else tuple(files))
 
     def messages(self) -> list[RorderMessage]:
@@ -164,6 +175,7 @@ def plan_table_lean(
     target_file_size: int | None = None,
     memory_budget: int | None = None,
     max_deleted_rows_ratio: float | None = None,
+    layout: str | None = None,
     storage_options: dict[str, str] | None = None,
     version: int | None = None,
 ) -> LeanPlan:
@@ -180,6 +192,7 @@ def plan_table_lean(
         target_file_size=target_file_size,
         memory_budget=memory_budget,
         max_deleted_rows_ratio=max_deleted_rows_ratio,
+        layout=layout,
     )
     unit, by_col = resolve_unit(head, options.by)  # type: ignore[arg-type]
     for c, _ in options.sort_by:
@@ -199,18 +212,26 @@ def plan_table_lean(
         tallies = {w: tallies[w] for w in wanted}
     plan = LeanPlan(storage.uri, head.version, unit, by_col, options)
     decided: dict[str | None, str | None] = {}
+    selections: dict[str | None, TierSelection] = {}
     look: list[str | None] = []
     for value, t in tallies.items():
         verdict = _verdict(t, options, signature)
         if verdict is _LOOK:
             look.append(value)
+        elif options.layout == "tiered":
+            selections[value] = TierSelection(runs_before=1, runs_after=1)  # one settled run: nothing to do
         else:
             decided[value] = verdict  # type: ignore[assignment]
     if look:
-        decided.update(_look_at_files(head, unit, look, by_col, options))
+        decided.update(_look_at_files(head, unit, look, by_col, options, selections))
     for value in sorted(tallies, key=lambda v: (v is None, _sort_key(v))):
         t = tallies[value]
-        reason = decided[value]
+        reason = decided.get(value)
+        sel = selections.get(value)
+        if sel is not None:
+            action = "rewrite" if sel.files else "skip"
+            plan.partitions.append(PartitionSummary(unit, value, t, action, sel.reason(), sel))
+            continue
         plan.partitions.append(
             PartitionSummary(unit, value, t, "skip" if reason else "rewrite", reason or f"{t.files} file(s)")
         )
@@ -225,6 +246,12 @@ def _verdict(t: Tally, options: RorderOptions, signature: str) -> Any:
     row groups can tell (mirrors :func:`deltaextras.ops.plan.in_layout`)."""
     if not t.files:
         return "no live files"
+    if options.layout == "tiered":
+        # One run, nothing fresh and few deleted rows: nothing to do; else its files decide (deltaextras.ops.tiers).
+        quiet = not t.deleted or (t.records and t.deleted / t.records <= options.max_deleted_rows_ratio)
+        if quiet and t.tagged == t.files and not t.run_nulls and len(t.runs) == 1:
+            return "tiered: no fresh files, 1 tier(s), nothing to merge"
+        return _LOOK
     if t.deleted and t.records and t.deleted / t.records > options.max_deleted_rows_ratio:
         return None
     if t.tagged == t.files and not t.run_nulls and len(t.runs) == 1:
@@ -238,9 +265,15 @@ def _verdict(t: Tally, options: RorderOptions, signature: str) -> Any:
 
 
 def _look_at_files(
-    head: LogHead, unit: str | None, values: list[str | None], by: str, options: RorderOptions
+    head: LogHead,
+    unit: str | None,
+    values: list[str | None],
+    by: str,
+    options: RorderOptions,
+    selections: dict[str | None, TierSelection],
 ) -> dict[str | None, str | None]:
-    """Decide the partitions whose files must be opened, reading their adds in one more filtered pass."""
+    """Decide the partitions whose files must be opened, reading their adds in one more filtered pass; in
+    the tiered layout, each one's selection goes to ``selections``."""
     adds = adds_in(head, unit, set(values))
     logical = {head.physical(c): c for c in head.partition_columns}
     groups: dict[str | None, list[LiveFile]] = {v: [] for v in values}
@@ -249,6 +282,10 @@ def _look_at_files(
         pv = add.partition_values or {}
         f = LiveFile(add, {logical.get(k, k): v for k, v in pv.items()})
         groups[pv.get(physical) if physical else None].append(f)
+    if options.layout == "tiered":
+        for v, files in groups.items():
+            selections[v] = select_files(files, head.schema, by, options)
+        return {v: None for v in groups}
     return {v: in_layout(head, files, by, options) for v, files in groups.items()}  # type: ignore[arg-type]
 
 

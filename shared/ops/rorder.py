@@ -53,6 +53,7 @@ from .plan import in_layout, partition_not_found, plan_table, resolve_unit
 from .pool import RunInterrupted, run_partitions
 from .report import PartitionReport, RorderReport
 from .rewrite import OutputFile, PartitionRewriter, RewriteResult
+from .tiers import select_files
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +153,12 @@ def rorder_single(
     if not files:
         report.reason = f"no live files at version {snap.version}"
         return _finish(report, started)
+    if msg.options.layout == "tiered" and msg.files is None:
+        selection = select_files(files, snap.schema, by, msg.options)
+        if not selection.files:
+            report.reason = selection.reason()
+            return _finish(report, started)
+        files = selection.files
     app_id = app_id_for(unit, msg.partition_value)
     if snap.txns.get(app_id, -1) >= snap.version:
         report.reason = f"already committed (txn {app_id} at version {snap.txns[app_id]})"
@@ -172,7 +179,7 @@ def rorder_single(
     if done is not None:
         report.reason = "already committed by an earlier delivery of this work"
         return _finish(report, started)
-    if msg.files is None:
+    if msg.files is None and msg.options.layout == "full":
         why = in_layout(snap, files, by, msg.options)
         if why:
             report.reason = why
@@ -202,6 +209,7 @@ def rorder_single(
                     "sortBy": [list(p) for p in msg.options.sort_by],
                     "uniqueBy": list(msg.options.unique_by),
                     "targetFileSize": msg.options.target_file_size,
+                    "layout": msg.options.layout,
                 }
             ),
             is_blind_append=False,
@@ -457,6 +465,7 @@ def rorder(
     target_file_size: int | None = None,
     memory_budget: int | None = None,
     max_deleted_rows_ratio: float | None = None,
+    layout: str | None = None,
     max_workers: int | None = None,
     storage_options: dict[str, str] | None = None,
     progress: Callable[[PartitionReport], None] | None = None,
@@ -474,7 +483,9 @@ def rorder(
     If any partition failed, :class:`~deltaextras.errors.PartitionsFailedError` is
     raised after all the others finished (``raise_on_failure=False`` returns the report instead).
     ``max_materialize_size`` is accepted for compatibility and ignored: memory is bounded by
-    ``memory_budget``.
+    ``memory_budget``. ``layout="tiered"`` rewrites only each partition's fresh files and the tiers
+    the size-tiered policy merges (:mod:`deltaextras.ops.tiers`); the default ``"full"`` rewrites a
+    partition with new files whole.
 
     Example:
         >>> import tempfile, pyarrow as pa
@@ -495,6 +506,7 @@ def rorder(
         target_file_size=target_file_size,
         memory_budget=memory_budget,
         max_deleted_rows_ratio=max_deleted_rows_ratio,
+        layout=layout,
         storage_options=storage_options,
     )
     options = _plan_storage_options(dt_or_uri, storage_options)
