@@ -434,7 +434,7 @@ class SparkReader(Reader):
 
     name = "spark"
 
-    def __init__(self, jars: list[str], endpoint: str, backend: str) -> None:
+    def __init__(self, jars: list[str], endpoint: str, backend: str, stream: str | None = None) -> None:
         if backend != "s3":
             raise RuntimeError(
                 "Spark cannot read Azurite here: hadoop-azure's abfs needs the ADLS Gen2 (dfs) endpoint, which "
@@ -442,21 +442,33 @@ class SparkReader(Reader):
             )
         from pyspark.sql import SparkSession
 
-        self.spark = (
-            SparkSession.builder.master("local[1]")
-            .config("spark.jars", ",".join(jars))
-            .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-            .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
-            .config("spark.databricks.delta.snapshotPartitions", "2")  # log replay: 2 cores, not 50 tasks
-            .config("spark.ui.enabled", "false")
-            .config("spark.hadoop.fs.s3a.endpoint", endpoint)
-            .config("spark.hadoop.fs.s3a.endpoint.region", "us-east-1")
-            .config("spark.hadoop.fs.s3a.path.style.access", "true")
-            .config("spark.hadoop.fs.s3a.connection.ssl.enabled", "false")
-            .config("spark.hadoop.fs.s3a.access.key", "testing")
-            .config("spark.hadoop.fs.s3a.secret.key", "testing")
-            .getOrCreate()
-        )
+        # the builder goes remote when these are set (Sail's session sets the second); put back afterwards
+        saved = {k: os.environ.pop(k) for k in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED") if k in os.environ}
+        os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # loopback only
+        try:
+            self.spark = (
+                SparkSession.builder.master("local[2]")
+                .config("spark.jars", ",".join(jars))
+                .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+                .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+                .config("spark.databricks.delta.snapshotPartitions", "2")  # log replay: 2 cores, not 50 tasks
+                .config("spark.sql.shuffle.partitions", "2")
+                .config("spark.ui.enabled", "false")
+                .config("spark.ui.showConsoleProgress", "false")
+                .config("spark.driver.host", "127.0.0.1")
+                .config("spark.driver.bindAddress", "127.0.0.1")
+                .config("spark.sql.session.timeZone", "UTC")
+                .config("spark.hadoop.fs.s3a.endpoint", endpoint)
+                .config("spark.hadoop.fs.s3a.endpoint.region", "us-east-1")
+                .config("spark.hadoop.fs.s3a.path.style.access", "true")
+                .config("spark.hadoop.fs.s3a.connection.ssl.enabled", "false")
+                .config("spark.hadoop.fs.s3a.access.key", "testing")
+                .config("spark.hadoop.fs.s3a.secret.key", "testing")
+                .config("spark.hadoop.fs.s3a.input.stream.type", stream or "default")
+                .getOrCreate()
+            )
+        finally:
+            os.environ.update(saved)
         self.spark.sparkContext.setLogLevel("ERROR")
 
     def run(self, uri: str, q: Query) -> int:
@@ -698,6 +710,10 @@ def make_reader(name: str, emu: Emulator, tmp: Path, jars: list[str], spark_reas
         if spark_reason:
             raise RuntimeError(spark_reason)
         return SparkReader(jars, emu.endpoint, emu.name)
+    if name == "spark-classic":  # hadoop-aws's classic input stream (the default before 3.4.3 / 3.5.0)
+        if spark_reason:
+            raise RuntimeError(spark_reason)
+        return SparkReader(jars, emu.endpoint, emu.name, stream="classic")
     raise RuntimeError(f"unknown reader {name}")
 
 
