@@ -7,9 +7,14 @@ these layouts of the same rows:
 * ``raw``: the appends as written (random row order, pyarrow defaults);
 * ``compact``: delta-rs ``optimize.compact()``;
 * ``zorder``: delta-rs ``optimize.z_order(["node_id"])``;
-* ``rorder``: ``deltaextras.rorder(sort_by="utc_time")``: one row group per node;
-* ``rorder+ckpt``: the same, with a checkpoint written right after its commit;
-* ``tiered``: not built yet (printed as such).
+* ``rorder``: ``deltaextras.rorder(sort_by="utc_time")``: one row group per node (it checkpoints its
+  commit: the last checkpoint lags 89 versions);
+* ``tiered``: ``rorder(layout="tiered")``, skipped with the reason while rorder has no such option;
+* on request: ``rorder-stale`` (rorder's files, no checkpoint after it) and ``rorder@<N>MiB`` (rorder
+  with ``target_file_size`` N MiB: more files, fewer row groups and a smaller footer per file).
+
+delta-rs ``optimize`` checkpoints at its own interval (100) only; the bench checkpoints ``compact`` and
+``zorder`` after their rewrite so that the layouts, not their logs, are compared.
 
 Each layout is uploaded to both emulators. Readers reach the emulator through
 :class:`_proxy.CountingProxy`, which counts requests and bytes (Delta log, data files) per query:
@@ -55,12 +60,13 @@ import _pages  # noqa: E402
 import _workload  # noqa: E402
 from _proxy import CountingProxy  # noqa: E402
 
-LAYOUTS = ("raw", "compact", "zorder", "rorder", "rorder+ckpt")
+LAYOUTS = ("raw", "compact", "zorder", "rorder", "tiered")  # the default set; see builder() for more
 READERS = ("deltalake", "polars", "pyarrow", "sail", "spark")
 QUERIES = ("point", "window", "in10", "agg")
 POINT = 42
 IN10 = (3, 17, 42, 58, 71, 88, 99, 113, 127, 140)
 CHECKPOINT_INTERVAL = 100  # delta-rs's default
+S3A_JARS = Path.home() / ".cache" / "deltaextras" / "bench-s3a-jars"  # bench/spark/pom.xml's jars
 
 
 # --------------------------------------------------------------------------------------------- tables
@@ -85,35 +91,128 @@ def _split_log(table: Path) -> int:
     return last
 
 
-def build_layouts(work: Path, quick: bool) -> dict[str, Path]:
-    """The five layouts of the same rows on local disk (cached under ``work``)."""
+def _checkpoint(table: Path) -> None:
     from deltalake import DeltaTable
+
+    DeltaTable(str(table)).create_checkpoint()
+
+
+def _compact(table: Path) -> str | None:
+    from deltalake import DeltaTable
+
+    DeltaTable(str(table)).optimize.compact()
+    _checkpoint(table)  # compared as a layout, not as a log: read from a checkpoint like rorder's
+    return None
+
+
+def _zorder(table: Path) -> str | None:
+    from deltalake import DeltaTable
+
+    DeltaTable(str(table)).optimize.z_order(["node_id"])
+    _checkpoint(table)
+    return None
+
+
+def _rorder(table: Path, **kwargs: Any) -> str | None:
+    """rorder as shipped: it writes the checkpoint itself (the last one lags 89 versions here)."""
+    import deltaextras
+
+    deltaextras.rorder(str(table), sort_by="utc_time", max_workers=1, **kwargs)
+    return None
+
+
+def _rorder_stale(table: Path) -> str | None:
+    """rorder's layout read without the checkpoint after it: the log replayed from the one before."""
+    log = table / "_delta_log"
+    hint = log / "_last_checkpoint"
+    before = hint.read_bytes() if hint.exists() else None
+    _rorder(table)
+    newest = max(int(p.name.split(".")[0]) for p in log.glob("*.checkpoint.parquet"))
+    (log / f"{newest:020d}.checkpoint.parquet").unlink()
+    hint.unlink()
+    if before is not None:
+        hint.write_bytes(before)
+    return None
+
+
+def _tiered(table: Path) -> str | None:
+    """rorder's tiered layout, once rorder has the option; otherwise the reason it is skipped."""
+    import inspect
 
     import deltaextras
 
+    if "layout" not in inspect.signature(deltaextras.rorder).parameters:
+        return "rorder has no layout= option in this checkout (the tiered layout is not merged)"
+    return _rorder(table, layout="tiered")
+
+
+def _rorder_sized(mib: int) -> Any:
+    def build(table: Path) -> str | None:
+        return _rorder(table, target_file_size=mib * 2**20)
+
+    return build
+
+
+# name -> builder(table copied from raw) returning None, or the reason the layout cannot be built here
+BUILDERS: dict[str, Any] = {
+    "compact": _compact,
+    "zorder": _zorder,
+    "rorder": _rorder,
+    "tiered": _tiered,
+    "rorder-stale": _rorder_stale,
+}
+
+
+def builder(name: str) -> Any:
+    """The builder of a layout: one of :data:`BUILDERS`, or ``rorder@<N>MiB`` (rorder with that target
+    file size)."""
+    if name in BUILDERS:
+        return BUILDERS[name]
+    if name.startswith("rorder@") and name.endswith("MiB"):
+        return _rorder_sized(int(name[len("rorder@") : -len("MiB")]))
+    raise SystemExit(f"unknown layout {name!r}: one of raw, {', '.join(BUILDERS)} or rorder@<N>MiB")
+
+
+def layout_dir(root: Path, name: str) -> Path:
+    return root / name.replace("+", "-").replace("@", "-")
+
+
+def build_layouts(work: Path, quick: bool, names: list[str]) -> tuple[dict[str, Path], dict[str, str]]:
+    """The layouts of the same rows on local disk, each built once and cached under ``work``; returns
+    their paths and, for the layouts that cannot be built, the reason."""
     workload = _workload.workload_for(1, 0, quick=quick)
-    tag = f"{workload.name}-v1"
-    root = work / tag
-    done = root / "done.json"
-    out = {name: root / name.replace("+", "-") for name in LAYOUTS}
-    if done.exists():
-        return out
-    if root.exists():
-        shutil.rmtree(root)
-    root.mkdir(parents=True)
-    source = _workload.build(workload, work / "source", rebuild=True)
-    shutil.copytree(source, out["raw"])
-    _split_log(out["raw"])
-    for name in LAYOUTS[1:]:
-        if name != "rorder+ckpt":
-            shutil.copytree(out["raw"], out[name])
-    DeltaTable(str(out["compact"])).optimize.compact()
-    DeltaTable(str(out["zorder"])).optimize.z_order(["node_id"])
-    deltaextras.rorder(str(out["rorder"]), sort_by="utc_time", max_workers=1)
-    shutil.copytree(out["rorder"], out["rorder+ckpt"])
-    DeltaTable(str(out["rorder+ckpt"])).create_checkpoint()
-    done.write_text(json.dumps({"rows": workload.rows}))
-    return out
+    root = work / f"{workload.name}-v2"
+    raw = layout_dir(root, "raw")
+    if not (raw / "done.json").exists():
+        if root.exists():
+            shutil.rmtree(root)
+        root.mkdir(parents=True)
+        source = _workload.build(workload, work / "source", rebuild=True)
+        shutil.copytree(source, raw)
+        _split_log(raw)
+        (raw / "done.json").write_text(json.dumps({"rows": workload.rows}))
+    paths, skipped = {"raw": raw}, {}
+    for name in names:
+        if name == "raw":
+            continue
+        out = layout_dir(root, name)
+        done = out / "done.json"
+        if done.exists():
+            paths[name] = out
+            continue
+        if out.exists():
+            shutil.rmtree(out)
+        build = builder(name)
+        shutil.copytree(raw, out, ignore=shutil.ignore_patterns("done.json"))
+        t0 = time.perf_counter()
+        reason = build(out)
+        if reason:
+            shutil.rmtree(out)
+            skipped[name] = reason
+            continue
+        done.write_text(json.dumps({"seconds": time.perf_counter() - t0}))
+        paths[name] = out
+    return paths, skipped
 
 
 @dataclass
@@ -125,6 +224,8 @@ class LocalFacts:
     node_bytes: dict[int, int] = field(default_factory=dict)  # compressed bytes of a node's row groups
     versions: int = 0
     checkpoint: int | None = None
+    point_footer: int = 0  # footer bytes of the files that hold node POINT (what a pruning reader opens)
+    log_bytes: int = 0  # bytes a reader of the latest version fetches from _delta_log at least
 
 
 def local_facts(table: Path) -> LocalFacts:
@@ -143,6 +244,7 @@ def local_facts(table: Path) -> LocalFacts:
         facts.checkpoint = json.loads(last.read_text())["version"]
     for p in files.values():
         meta = pq.ParquetFile(p).metadata
+        holds_point = False
         leaf = next(i for i in range(meta.num_columns) if meta.schema.column(i).path == "node_id")
         for r in range(meta.num_row_groups):
             rg = meta.row_group(r)
@@ -150,6 +252,16 @@ def local_facts(table: Path) -> LocalFacts:
             if st is not None and st.has_min_max and st.min == st.max:
                 size = sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
                 facts.node_bytes[int(st.min)] = facts.node_bytes.get(int(st.min), 0) + size
+            holds_point = holds_point or (st is not None and st.has_min_max and st.min <= POINT <= st.max)
+        if holds_point:
+            span = facts.spans[p.name].footer
+            facts.point_footer += span[1] - span[0]
+    log = table / "_delta_log"
+    start = facts.checkpoint if facts.checkpoint is not None else -1
+    for q in log.iterdir():
+        v = q.name.split(".")[0]
+        if v.isdigit() and (int(v) > start or (int(v) == start and ".checkpoint." in q.name)):
+            facts.log_bytes += 0 if q.name.endswith(".json") and int(v) <= start else q.stat().st_size
     return facts
 
 
@@ -287,15 +399,26 @@ class SailReader(Reader):
 
 
 def spark_jars(arg: str | None) -> tuple[list[str], str | None]:
-    """The Delta jar files for Spark on the JVM, or the reason there are none."""
-    where = arg or os.environ.get("DELTAEXTRAS_SPARK_JARS")
+    """The jar files for Spark on the JVM (Delta, and hadoop-aws for S3), or the reason there are none.
+
+    ``arg`` (or ``$DELTAEXTRAS_SPARK_JARS``) names one or more directories separated by commas; the
+    object-store jars of ``bench/spark/pom.xml`` are taken from ``~/.cache/deltaextras/bench-s3a-jars``
+    when that directory exists."""
+    cached = sorted((Path.home() / ".cache" / "deltaextras").glob("delta-jars-*"))  # tests/spark/pom.xml's
+    where = arg or os.environ.get("DELTAEXTRAS_SPARK_JARS") or (str(cached[-1]) if cached else None)
     if not where:
         return [], "no Delta jars: pass --spark-jars DIR or set DELTAEXTRAS_SPARK_JARS"
-    jars = sorted(str(p) for p in Path(where).glob("*.jar"))
+    dirs = [Path(d) for d in where.split(",") if d]
+    if S3A_JARS.is_dir() and S3A_JARS not in dirs:
+        dirs.append(S3A_JARS)
+    jars = sorted(str(p) for d in dirs for p in d.glob("*.jar"))
     if not jars:
         return [], f"no .jar files in {where}"
     if not any(Path(j).name.startswith("hadoop-aws") for j in jars):
-        return [], f"no hadoop-aws jar in {where}: Spark cannot reach S3 (s3a)"
+        return [], (
+            f"no hadoop-aws jar in {where}: Spark cannot reach S3 (s3a); "
+            f"mvn -f bench/spark/pom.xml dependency:copy-dependencies -DoutputDirectory={S3A_JARS}"
+        )
     try:
         import pyspark
 
@@ -311,27 +434,49 @@ class SparkReader(Reader):
 
     name = "spark"
 
-    def __init__(self, jars: list[str], endpoint: str, backend: str) -> None:
+    def __init__(self, jars: list[str], endpoint: str, backend: str, stream: str | None = None) -> None:
         if backend != "s3":
-            raise RuntimeError("Spark on Azurite needs hadoop-azure's emulator mode on port 10000; not wired")
+            raise RuntimeError(
+                "Spark cannot read Azurite here: hadoop-azure's abfs needs the ADLS Gen2 (dfs) endpoint, which "
+                "Azurite lacks, and its deprecated wasb driver reaches the emulator only on 127.0.0.1:10000"
+            )
         from pyspark.sql import SparkSession
 
-        self.spark = (
-            SparkSession.builder.master("local[1]")
-            .config("spark.jars", ",".join(jars))
-            .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-            .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
-            .config("spark.hadoop.fs.s3a.endpoint", endpoint)
-            .config("spark.hadoop.fs.s3a.path.style.access", "true")
-            .config("spark.hadoop.fs.s3a.connection.ssl.enabled", "false")
-            .config("spark.hadoop.fs.s3a.access.key", "testing")
-            .config("spark.hadoop.fs.s3a.secret.key", "testing")
-            .getOrCreate()
-        )
+        # the builder goes remote when these are set (Sail's session sets the second); put back afterwards
+        saved = {k: os.environ.pop(k) for k in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED") if k in os.environ}
+        os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # loopback only
+        try:
+            self.spark = (
+                SparkSession.builder.master("local[2]")
+                .config("spark.jars", ",".join(jars))
+                .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+                .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+                .config("spark.databricks.delta.snapshotPartitions", "2")  # log replay: 2 cores, not 50 tasks
+                .config("spark.sql.shuffle.partitions", "2")
+                .config("spark.ui.enabled", "false")
+                .config("spark.ui.showConsoleProgress", "false")
+                .config("spark.driver.host", "127.0.0.1")
+                .config("spark.driver.bindAddress", "127.0.0.1")
+                .config("spark.sql.session.timeZone", "UTC")
+                .config("spark.hadoop.fs.s3a.endpoint", endpoint)
+                .config("spark.hadoop.fs.s3a.endpoint.region", "us-east-1")
+                .config("spark.hadoop.fs.s3a.path.style.access", "true")
+                .config("spark.hadoop.fs.s3a.connection.ssl.enabled", "false")
+                .config("spark.hadoop.fs.s3a.access.key", "testing")
+                .config("spark.hadoop.fs.s3a.secret.key", "testing")
+                .config("spark.hadoop.fs.s3a.input.stream.type", stream or "default")
+                .getOrCreate()
+            )
+        finally:
+            os.environ.update(saved)
+        self.spark.sparkContext.setLogLevel("ERROR")
 
     def run(self, uri: str, q: Query) -> int:
+        self.spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()  # a new job: the log is read again
         self.spark.read.format("delta").load(uri.replace("s3://", "s3a://")).createOrReplaceTempView("t")
         rows = self.spark.sql(q.sql).collect()
+        # hadoop-aws 3.5's default input stream (analytics) caches objects per file system: a new job has none
+        self.spark._jvm.org.apache.hadoop.fs.FileSystem.closeAll()
         return int(rows[0]["n"]) if q.name == "agg" else len(rows)
 
     def close(self) -> None:
@@ -481,18 +626,22 @@ def main(argv: list[str] | None = None) -> int:
     qs = [q for q in queries() if q.name in args.queries.split(",")]
     started = time.time()
     print(f"load average {os.getloadavg()[0]:.2f}; building layouts ({'quick' if args.quick else 'full'}) ...")
-    paths = build_layouts(work, args.quick)
-    facts = {name: local_facts(paths[name]) for name in LAYOUTS}
+    wanted = list(dict.fromkeys(["raw", "rorder", *layouts]))  # rorder's facts are the yardstick
+    paths, skipped = build_layouts(work, args.quick, wanted)
+    for name, why in skipped.items():
+        print(f"  {name}: skipped: {why}")
+    layouts = [x for x in layouts if x in paths]
+    facts = {name: local_facts(paths[name]) for name in paths}
     expect = expected_rows(paths["raw"], qs)
-    print("tiered layout: not built yet (no such layout in deltaextras) -- no row")
     for name in layouts:
         f = facts[name]
         sizes = sum(s.size for s in f.spans.values())
         rgs = sum(len({k[0] for k in s.pages}) for s in f.spans.values())
         footer = sum(s.footer[1] - s.footer[0] for s in f.spans.values())
         print(
-            f"  {name:<12} {len(f.files):>4} files {sizes / 2**20:7.2f} MiB {rgs:>4} row groups, "
-            f"footers {footer / 1024:7.1f} KiB; log at v{f.versions}, last checkpoint "
+            f"  {name:<14} {len(f.files):>4} files {sizes / 2**20:7.2f} MiB {rgs:>4} row groups, "
+            f"footers {footer / 1024:7.1f} KiB (node {POINT}'s file(s): {f.point_footer / 1024:.1f} KiB); "
+            f"log at v{f.versions} ({f.log_bytes / 1024:.0f} KiB), last checkpoint "
             f"{'none' if f.checkpoint is None else 'v' + str(f.checkpoint)}"
         )
     own = {q.name: own_bytes(q, facts["rorder"]) for q in qs}
@@ -507,7 +656,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 prefix = f"{emu.root}/{uuid.uuid4().hex[:8]}"
                 for name in layouts:
-                    upload(paths[name], f"{prefix}/{name.replace('+', '-')}", emu.direct)
+                    upload(paths[name], f"{prefix}/{layout_dir(Path(), name)}", emu.direct)
                 for rname in readers:
                     reader: Reader | None = None
                     try:
@@ -518,7 +667,7 @@ def main(argv: list[str] | None = None) -> int:
                         continue
                     try:
                         for name in layouts:
-                            uri = f"{prefix}/{name.replace('+', '-')}"
+                            uri = f"{prefix}/{layout_dir(Path(), name)}"
                             for q in qs:
                                 try:
                                     cell = measure(reader, uri, q, emu.proxy, facts[name], args.runs)
@@ -561,6 +710,10 @@ def make_reader(name: str, emu: Emulator, tmp: Path, jars: list[str], spark_reas
         if spark_reason:
             raise RuntimeError(spark_reason)
         return SparkReader(jars, emu.endpoint, emu.name)
+    if name == "spark-classic":  # hadoop-aws's classic input stream (the default before 3.4.3 / 3.5.0)
+        if spark_reason:
+            raise RuntimeError(spark_reason)
+        return SparkReader(jars, emu.endpoint, emu.name, stream="classic")
     raise RuntimeError(f"unknown reader {name}")
 
 
@@ -616,32 +769,32 @@ def verdicts(
     facts: dict[str, LocalFacts],
     args: argparse.Namespace,
 ) -> None:
-    """The targets, for each emulator x reader on the rorder layout."""
+    """The targets, for each emulator x reader on the value-per-row-group layouts (rorder and its kin)."""
     print(
-        "\ntargets (rorder layout; a reader 'prunes' when its rorder point query reads < 1/3 of the chunks; "
-        "the footer counted once)"
+        "\ntargets (a reader 'prunes' when its point query reads < 1/3 of the layout's column chunks; footers ="
+        f" those of the files holding node {POINT}, counted once)"
     )
-    footer_once = sum(s.footer[1] - s.footer[0] for s in facts["rorder"].spans.values())
     for (emu, r, lay, qn), c in sorted(results.items()):
-        if lay != "rorder" or qn != "point" or c.error:
+        if not (lay.startswith("rorder") or lay == "tiered") or qn != "point" or c.error:
             continue
-        total_chunks = sum(s.index[0] for s in facts["rorder"].spans.values())
+        f = facts[lay]
+        footer_once = f.point_footer
+        total_chunks = sum(s.index[0] for s in f.spans.values())
         prunes = c.chunk_bytes < total_chunks / 3
         raw = results.get((emu, r, "raw", "point"))
         limit = 1.2 * (own["point"] + footer_once)
         a = c.data_bytes <= limit
         b = raw is not None and not raw.error and raw.data_bytes >= 10 * c.data_bytes
-        w = results.get((emu, r, "rorder", "window"))
+        w = results.get((emu, r, lay, "window"))
         pages = "n/a" if w is None or w.error else f"{w.pages_per_column:.0f}"
         page_ok = w is not None and not w.error and w.pages_per_column <= 2
         fewer = raw.data_bytes / c.data_bytes if raw and not raw.error and c.data_bytes else float("nan")
         print(
-            f"  {emu:<8} {r:<9} prunes={'yes' if prunes else 'NO '} "
+            f"  {emu:<8} {r:<9} {lay:<12} prunes={'yes' if prunes else 'NO '} "
             f"chunks {c.chunk_bytes / own['point']:.2f}x own, footer bytes {c.footer_bytes / footer_once:.2f}x; "
             f"point {_kb(c.data_bytes)} KiB <= 1.2 x (own {_kb(own['point'])} + footer {_kb(footer_once)}) "
-            f"= {_kb(limit)}: {'PASS' if a else 'FAIL'}; "
-            f"raw/rorder {fewer:.1f}x"
-            f" >= 10: {'PASS' if b else 'FAIL'}; window pages/column {pages} <= 2: {'PASS' if page_ok else 'FAIL'}"
+            f"= {_kb(limit)}: {'PASS' if a else 'FAIL'}; raw/this {fewer:.1f}x >= 10: {'PASS' if b else 'FAIL'}; "
+            f"window pages/column {pages} <= 2: {'PASS' if page_ok else 'FAIL'}"
         )
 
 

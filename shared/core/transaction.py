@@ -348,6 +348,12 @@ def checkpoint(storage: TableStorage, version: int, configuration: dict[str, str
     interval = int(configuration.get("delta.checkpointInterval", "100") or 100)
     if interval <= 0 or version % interval:
         return False
+    return write_checkpoint(storage, version, protocol)
+
+
+def write_checkpoint(storage: TableStorage, version: int, protocol: Protocol) -> bool:
+    """Write a classic checkpoint of ``version`` through deltalake; ``False`` (logged) when it was not
+    written. Never raises: a checkpoint only shortens the log replay of later readers."""
     if "v2Checkpoint" in (protocol.writer_features or []):
         log.info("version %d: table uses v2 checkpoints; leaving the checkpoint to its other writers", version)
         return False
@@ -372,6 +378,7 @@ __all__ = [
     "Winner",
     "checkpoint",
     "txn_action",
+    "write_checkpoint",
 ]
 
 

@@ -48,6 +48,7 @@ from ..errors import (
 )
 from .carry import Carrier
 from .changes import ChangeSink, as_deletes, change_data_feed_enabled
+from .checkpoint import checkpoint_after_rewrite
 from .message import RorderMessage
 from .plan import in_layout, partition_not_found, plan_table, resolve_unit
 from .pool import RunInterrupted, run_partitions
@@ -246,6 +247,8 @@ def rorder_single(
         report.reason = "already committed by a concurrent delivery of this work"
         return _finish(report, started)
     txn.discard(carrier.unused(outcome.actions))  # carried-away outputs, vector files of lost attempts
+    # readers of the rewritten partition should not replay a long log: never fails the commit
+    checkpoint_after_rewrite(storage, outcome.version, snap.configuration, snap.protocol)
     report.status = "committed"
     report.reason = f"{len(files)} file(s) rewritten"
     report.commit_version = outcome.version

@@ -1,0 +1,87 @@
+"""After a rewrite: a checkpoint when the table's newest one lags behind.
+
+A query opens the table by replaying the log from its newest checkpoint. A rewrite that commits into a
+log whose last checkpoint is many versions back leaves every later reader fetching those commit files
+(deltalake fetched 197 log objects for one point query on a table whose checkpoint was 92 commits
+back; 12 once a checkpoint followed the rewrite: see ``bench/README.md``, query benchmark). So once
+``rorder`` has committed, it writes a checkpoint of its version when the newest checkpoint is at least
+the table's checkpoint interval behind: ``delta.checkpointInterval`` when the table sets it, else 10
+(Delta's own default). A checkpoint is an optimisation: reading the hint or writing the checkpoint may
+fail, which is logged as a warning and never fails or undoes the commit.
+
+Example:
+    >>> import tempfile, pyarrow as pa
+    >>> from deltalake import write_deltalake, DeltaTable
+    >>> from deltaextras.core.snapshot import TableSnapshot
+    >>> path = tempfile.mkdtemp()
+    >>> for _ in range(3):
+    ...     write_deltalake(path, pa.table({"x": [1]}), mode="append")
+    >>> snap = TableSnapshot.load(path)
+    >>> every3 = {"delta.checkpointInterval": "3"}  # versions 0-2 and no checkpoint yet: it lags 3 versions
+    >>> checkpoint_after_rewrite(snap.storage, 2, every3, snap.protocol)
+    2
+    >>> checkpoint_after_rewrite(snap.storage, 2, every3, snap.protocol) is None  # no lag now
+    True
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from ..core.actions import Protocol
+from ..core.log import LOG_DIR, list_log
+from ..core.storage import TableStorage
+from ..core.transaction import write_checkpoint
+
+log = logging.getLogger(__name__)
+
+# Delta's default delta.checkpointInterval (delta-rs defaults to 100, Spark to 10: a point query should not
+# replay 100 commits after a rewrite meant to make it cheap).
+DEFAULT_LAG = 10
+
+
+def checkpoint_lag_limit(configuration: dict[str, str]) -> int:
+    """How many versions the newest checkpoint may lag before a rewrite writes one.
+
+    Example:
+        >>> checkpoint_lag_limit({}), checkpoint_lag_limit({"delta.checkpointInterval": "25"})
+        (10, 25)
+    """
+    text = configuration.get("delta.checkpointInterval")
+    try:
+        value = int(text) if text is not None else DEFAULT_LAG
+    except ValueError:
+        return DEFAULT_LAG
+    return value if value > 0 else DEFAULT_LAG
+
+
+def newest_checkpoint(storage: TableStorage, version: int) -> int:
+    """The newest checkpoint at or below ``version`` (-1: none): the ``_last_checkpoint`` hint when it
+    names one at or below ``version``, else a listing of the log."""
+    try:
+        hinted = int(json.loads(storage.read(LOG_DIR + "_last_checkpoint"))["version"])
+        if hinted <= version:
+            return hinted
+    except Exception:  # no hint, or one we cannot read: the listing decides
+        pass
+    return max((v for v in list_log(storage).checkpoints if v <= version), default=-1)
+
+
+def checkpoint_after_rewrite(
+    storage: TableStorage, version: int, configuration: dict[str, str], protocol: Protocol
+) -> int | None:
+    """Write a checkpoint of ``version`` (just committed) when the newest checkpoint is at least
+    :func:`checkpoint_lag_limit` versions behind; returns the version checkpointed, or ``None``.
+    Never raises: a failure is logged as a warning and the commit stands."""
+    try:
+        newest = newest_checkpoint(storage, version)
+        if version - newest < checkpoint_lag_limit(configuration):
+            return None
+        return version if write_checkpoint(storage, version, protocol) else None
+    except Exception as exc:
+        log.warning("no checkpoint after the commit of version %d (the commit stands): %s", version, str(exc)[:200])
+        return None
+
+
+__all__ = ["DEFAULT_LAG", "checkpoint_after_rewrite", "checkpoint_lag_limit", "newest_checkpoint"]
