@@ -10,6 +10,7 @@ PUT with a 503 after it landed, or drops the connection.
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from pathlib import Path
@@ -109,3 +110,34 @@ def test_failed_checkpoint_write_leaves_the_commit(
     assert checksum(uri, direct) == before
     again = deltaextras.rorder(uri, storage_options=direct, max_workers=1)[0]
     assert again.status == "skipped" and again.reason.startswith("already in layout"), again.reason
+
+
+def test_no_checkpoint_from_a_worker_when_the_table_is_large(tmp_path: Path, caplog: Any) -> None:
+    """The last checkpoint's size (``_last_checkpoint``) bounds what a worker loads to write the next."""
+    from deltaextras.ops.checkpoint import MAX_CHECKPOINT_ACTIONS
+
+    table = tmp_path / "t"
+    uri = str(table)
+    _appends(uri, 1)
+    from deltalake import DeltaTable
+
+    DeltaTable(uri).create_checkpoint()  # version 0
+    hint = table / LOG / "_last_checkpoint"  # as the hint of a table whose last checkpoint held many files
+    hint.write_text(json.dumps({**json.loads(hint.read_text()), "size": MAX_CHECKPOINT_ACTIONS + 1}))
+    write_sensor_table(uri, None, batches=11, nodes=6, rows=60)  # versions 1-11: the rewrite lags 12
+    with caplog.at_level(logging.INFO, logger="deltaextras"):
+        report = deltaextras.rorder(uri, max_workers=1)[0]
+    assert report.status == "committed" and report.commit_version == 12
+    assert _checkpoints(table) == [0]
+    assert "the table's own checkpoint interval applies" in caplog.text
+
+
+def test_an_unreadable_checkpoint_interval_never_fails_a_commit(tmp_path: Path) -> None:
+    from deltaextras.core.snapshot import TableSnapshot
+    from deltaextras.core.transaction import checkpoint
+
+    uri = str(tmp_path / "t")
+    _appends(uri, 2)
+    snap = TableSnapshot.load(uri)
+    assert checkpoint(snap.storage, 7, {"delta.checkpointInterval": "ten"}, snap.protocol) is False
+    assert checkpoint(snap.storage, 1, {"delta.checkpointInterval": "ten"}, snap.protocol) is False

@@ -345,7 +345,10 @@ def txn_action(app_id: str, version: int, timestamp: int) -> Txn:
 
 def checkpoint(storage: TableStorage, version: int, configuration: dict[str, str], protocol: Protocol) -> bool:
     """Write a checkpoint at ``version`` when the table's interval calls for it; never fails the commit."""
-    interval = int(configuration.get("delta.checkpointInterval", "100") or 100)
+    try:
+        interval = int(configuration.get("delta.checkpointInterval", "100") or 100)
+    except ValueError:  # a property no writer should have set: the commit stands, delta-rs's default applies
+        interval = 100
     if interval <= 0 or version % interval:
         return False
     return write_checkpoint(storage, version, protocol)

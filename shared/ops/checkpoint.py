@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
 from ..core.actions import Protocol
 from ..core.log import LOG_DIR, list_log
@@ -39,6 +40,10 @@ log = logging.getLogger(__name__)
 # Delta's default delta.checkpointInterval (delta-rs defaults to 100, Spark to 10: a point query should not
 # replay 100 commits after a rewrite meant to make it cheap).
 DEFAULT_LAG = 10
+# delta-rs holds the whole table while it writes a checkpoint (3.6 s and 949 MB for 1,000,000 live files in
+# bench/plan_bench.py): a worker that rewrote one partition of a larger table leaves the checkpoint to the
+# table's own interval (``Transaction`` writes one at ``delta.checkpointInterval``) rather than risk its memory.
+MAX_CHECKPOINT_ACTIONS = 200_000
 
 
 def checkpoint_lag_limit(configuration: dict[str, str]) -> int:
@@ -56,16 +61,32 @@ def checkpoint_lag_limit(configuration: dict[str, str]) -> int:
     return value if value > 0 else DEFAULT_LAG
 
 
-def newest_checkpoint(storage: TableStorage, version: int) -> int:
+def _hint(storage: TableStorage) -> dict[str, Any]:
+    """The ``_last_checkpoint`` hint, or ``{}`` when there is none or it cannot be read."""
+    try:
+        hint = json.loads(storage.read(LOG_DIR + "_last_checkpoint"))
+        return hint if isinstance(hint, dict) else {}
+    except Exception:  # no hint, or one we cannot read: the listing decides
+        return {}
+
+
+def newest_checkpoint(storage: TableStorage, version: int, hint: dict[str, Any] | None = None) -> int:
     """The newest checkpoint at or below ``version`` (-1: none): the ``_last_checkpoint`` hint when it
     names one at or below ``version``, else a listing of the log."""
+    hint = _hint(storage) if hint is None else hint
     try:
-        hinted = int(json.loads(storage.read(LOG_DIR + "_last_checkpoint"))["version"])
+        hinted = int(hint["version"])
         if hinted <= version:
             return hinted
-    except Exception:  # no hint, or one we cannot read: the listing decides
+    except (KeyError, TypeError, ValueError):
         pass
     return max((v for v in list_log(storage).checkpoints if v <= version), default=-1)
+
+
+def _too_large(hint: dict[str, Any]) -> bool:
+    """Whether the last checkpoint holds more actions than a worker should load to write the next one."""
+    size = hint.get("size")
+    return isinstance(size, int) and not isinstance(size, bool) and size > MAX_CHECKPOINT_ACTIONS
 
 
 def checkpoint_after_rewrite(
@@ -75,8 +96,18 @@ def checkpoint_after_rewrite(
     :func:`checkpoint_lag_limit` versions behind; returns the version checkpointed, or ``None``.
     Never raises: a failure is logged as a warning and the commit stands."""
     try:
-        newest = newest_checkpoint(storage, version)
+        hint = _hint(storage)
+        newest = newest_checkpoint(storage, version, hint)
         if version - newest < checkpoint_lag_limit(configuration):
+            return None
+        if _too_large(hint):
+            log.info(
+                "no checkpoint after the commit of version %d: the last one holds %s actions (more than %d);"
+                " the table's own checkpoint interval applies",
+                version,
+                hint.get("size"),
+                MAX_CHECKPOINT_ACTIONS,
+            )
             return None
         return version if write_checkpoint(storage, version, protocol) else None
     except Exception as exc:
@@ -84,4 +115,10 @@ def checkpoint_after_rewrite(
         return None
 
 
-__all__ = ["DEFAULT_LAG", "checkpoint_after_rewrite", "checkpoint_lag_limit", "newest_checkpoint"]
+__all__ = [
+    "DEFAULT_LAG",
+    "MAX_CHECKPOINT_ACTIONS",
+    "checkpoint_after_rewrite",
+    "checkpoint_lag_limit",
+    "newest_checkpoint",
+]
