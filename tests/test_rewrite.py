@@ -118,17 +118,29 @@ def test_estimate_covers_decoded_dictionary_text(tmp_path: Any, kind: str) -> No
 
 
 # ---------------------------------------------------------------------- passes, spill and sort order
-@pytest.mark.parametrize("kind", ["int-nulls", "string"])
-def test_spilled_passes_write_the_same_rows_in_the_same_order(tmp_path: Any, kind: str) -> None:
+@pytest.mark.parametrize(
+    ("kind", "spill_codec"),
+    [("int-nulls", "none"), ("string", "none"), ("int-nulls", "lz4"), ("int-negative", "none"), ("int-wide", "none")],
+)
+def test_spilled_passes_write_the_same_rows_in_the_same_order(
+    tmp_path: Any, monkeypatch: Any, kind: str, spill_codec: str
+) -> None:
     """A tiny budget (many passes, every row group spilled) gives row for row the output of one pass,
-    with nulls of ``by`` last, two sort keys (one descending, one with nulls) and integer keys."""
+    with nulls of ``by`` last, two sort keys (one descending, one with nulls) and integer keys; spill
+    files read back the same uncompressed (views of the mapped file) and compressed (column by column)."""
     from oracle import row_groups
+
+    monkeypatch.setenv("DELTAEXTRAS_SPILL_COMPRESSION", spill_codec)
 
     rng = np.random.default_rng(5)
     n = 3_000
     base = rng.integers(0, 30, n)
     if kind == "string":
         key = pa.array([f"n{v:02d}" for v in base])
+    elif kind == "int-negative":  # no nulls: passes found by one lookup from the smallest value
+        key = pa.array(base - 15, pa.int64())
+    elif kind == "int-wide":  # values too far apart for that lookup
+        key = pa.array(base * (1 << 40) - (1 << 60), pa.int64())
     else:
         key = pa.array([None if v % 7 == 0 else int(v) for v in base], pa.int64())
     q = pa.array([None if i % 11 == 0 else int(x) for i, x in enumerate(rng.integers(0, 4, n))], pa.int32())

@@ -48,6 +48,7 @@ from .actions import (
     decode_checkpoint_batch,
     decode_commit,
 )
+from .arrays import bool_array, bool_numpy
 from .dv import keep_mask, read_deletion_vectors
 from .log import LOG_DIR, LogListing, LogState, commit_key, list_log
 from .protocol import check_protocol
@@ -528,7 +529,7 @@ def _split_commit(data: bytes, needles: list[bytes] | None) -> tuple[bytes, byte
         >>> head, kept.count(b"add")
         (b'{"metaData":{"id":"x"}}', 1)
     """
-    lines = pa.array(data.splitlines(), pa.binary())
+    lines = _line_array(data)
     if not len(lines):
         return b"", b""
     # Lines as writers spell them; another spelling of a file action is parsed with the head lines (and
@@ -550,9 +551,28 @@ def _split_commit(data: bytes, needles: list[bytes] | None) -> tuple[bytes, byte
         # of the candidates, only those whose partition values are free of escapes may go
         clean = pc.match_substring_regex(lines.filter(candidates), _CLEAN_PARTITION_VALUES_RE2)
         clean_all = np.zeros(len(lines), dtype=bool)
-        clean_all[np.flatnonzero(candidates.to_numpy(zero_copy_only=False))] = clean.to_numpy(zero_copy_only=False)
-        keep = pc.or_(keep, pa.array(~clean_all))
+        clean_all[np.flatnonzero(bool_numpy(candidates))] = bool_numpy(clean)
+        keep = pc.or_(keep, bool_array(~clean_all))
     return head, b"\n".join(lines.filter(keep).to_pylist())
+
+
+def _line_array(data: bytes) -> pa.Array:
+    """The lines of a commit file (as ``bytes.splitlines`` cuts them) as one Arrow binary array, split in
+    Arrow: ``pa.array`` of a list would import pandas, a quarter of a second per process.
+
+    Example:
+        >>> _line_array(b'{"a":1}\\r\\n{"b":2}\\n').to_pylist()
+        [b'{"a":1}', b'{"b":2}']
+    """
+    if not data:
+        return pa.nulls(0, pa.binary())
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    if data.endswith(b"\n"):
+        data = data[:-1]
+    kind, width = (pa.binary(), np.int32) if len(data) < 2**31 else (pa.large_binary(), np.int64)
+    whole = pa.Array.from_buffers(kind, 1, [None, pa.py_buffer(np.array([0, len(data)], width)), pa.py_buffer(data)])
+    return pc.split_pattern(whole, pattern="\n").flatten()
 
 
 _FILE_PREFIXES = ('{"add":', '{"remove":', '{"cdc":', '{"commitInfo":')
