@@ -124,16 +124,21 @@ class LogState:
     domains: dict[str, DomainMetadata]
 
 
-def checkpoint_actions(storage: TableStorage, keys: list[str]) -> Iterator[Action]:
-    """Actions of a checkpoint (all parts, v2 sidecars followed)."""
+def checkpoint_actions(storage: TableStorage, keys: list[str], tombstones: bool = True) -> Iterator[Action]:
+    """Actions of a checkpoint (all parts, v2 sidecars followed); without ``remove`` actions when
+    ``tombstones`` is false (their Parquet column is then never decoded: a table's live state does not need
+    them, and a week of tombstones can outnumber its live files)."""
+    skip = () if tombstones else ("remove",)
     for key in keys:
         data = _read_log_file(storage, key)
-        actions: Iterable[Action] = parse_actions(data, -1) if key.endswith(".json") else _parquet_actions(data, key)
+        actions: Iterable[Action] = (
+            parse_actions(data, -1) if key.endswith(".json") else _parquet_actions(data, key, skip)
+        )
         for action in actions:
             if isinstance(action, Sidecar):
                 side = LOG_DIR + "_sidecars/" + str(action.path or "").rsplit("/", 1)[-1]
-                yield from _parquet_actions(_read_log_file(storage, side), side)
-            else:
+                yield from _parquet_actions(_read_log_file(storage, side), side, skip)
+            elif tombstones or not isinstance(action, Remove):
                 yield action
 
 
@@ -156,11 +161,11 @@ def _read_log_file(storage: TableStorage, key: str) -> bytes:
         ) from None
 
 
-def _parquet_actions(data: bytes, key: str = "checkpoint") -> Iterator[Action]:
+def _parquet_actions(data: bytes, key: str = "checkpoint", skip: tuple[str, ...] = ()) -> Iterator[Action]:
     try:
         pf = pq.ParquetFile(pa.BufferReader(data))
         names = set(pf.schema_arrow.names)
-        cols = [c for c in CHECKPOINT_COLUMNS if c in names]
+        cols = [c for c in CHECKPOINT_COLUMNS if c in names and c not in skip]
         for batch in pf.iter_batches(columns=cols, batch_size=8192):
             yield from decode_checkpoint_batch(batch)
     except (pa.ArrowInvalid, OSError) as exc:
@@ -261,7 +266,7 @@ def replay(storage: TableStorage, version: int, listing: LogListing | None = Non
         # Checkpoint tombstones (remove) are history, not live state.
         _apply_checked(
             state,
-            (a for a in checkpoint_actions(storage, listing.checkpoints[cp]) if not isinstance(a, Remove)),
+            checkpoint_actions(storage, listing.checkpoints[cp], tombstones=False),
             f"checkpoint {cp}",
             storage,
         )
