@@ -136,14 +136,33 @@ def _rorder_stale(table: Path) -> str | None:
 
 
 def _tiered(table: Path) -> str | None:
-    """rorder's tiered layout, once rorder has the option; otherwise the reason it is skipped."""
+    """rorder's tiered layout as a day of hourly runs leaves it: the raw table's commits (the history,
+    then the five-minute appends) replayed in order into a new log, with a tiered run after every
+    twelve appends; the data files are hard links of the raw table's."""
     import inspect
 
     import deltaextras
 
     if "layout" not in inspect.signature(deltaextras.rorder).parameters:
-        return "rorder has no layout= option in this checkout (the tiered layout is not merged)"
-    return _rorder(table, layout="tiered")
+        return "rorder has no layout= option in this checkout"
+    commits = sorted((table / "_delta_log").glob("[0-9]*.json"))
+    hourly = table.with_name(table.name + "-hourly")
+    if hourly.exists():
+        shutil.rmtree(hourly)
+    (hourly / "_delta_log").mkdir(parents=True)
+    for item in table.iterdir():
+        if item.name != "_delta_log":
+            shutil.copytree(item, hourly / item.name, copy_function=os.link)
+    version = 0
+    for i, commit in enumerate(commits):
+        (hourly / "_delta_log" / f"{version:020d}.json").write_bytes(commit.read_bytes())
+        version += 1
+        if i % 12 == 0 or i == len(commits) - 1:  # the history's first run, then every hour
+            _rorder(hourly, layout="tiered")
+            version = 1 + max(int(p.name.split(".")[0]) for p in (hourly / "_delta_log").glob("[0-9]*.json"))
+    shutil.rmtree(table)
+    hourly.rename(table)
+    return None
 
 
 def _rorder_sized(mib: int) -> Any:
