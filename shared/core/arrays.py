@@ -229,3 +229,61 @@ def _decimal_bytes(value: Any, type: pa.DataType) -> bytes:
     if abs(n) >= 10**type.precision:
         raise OverflowError(f"{value} does not fit {type}")
     return n.to_bytes(type.bit_width // 8, "little", signed=True)
+
+
+def numpy_indices(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A non-null integer index array (``sort_indices`` gives uint64) as NumPy int32, or int64 when
+    the indices need it.
+
+    Example:
+        >>> numpy_indices(pa.array([2, 0, 1], pa.uint64())).tolist()
+        [2, 0, 1]
+    """
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    width = array.type.bit_width // 8
+    data = np.frombuffer(array.buffers()[1], dtype=f"<u{width}")[array.offset : array.offset + len(array)]
+    return data.astype(np.int32 if len(array) < 2**31 else np.int64)
+
+
+def plain_integers(column: pa.ChunkedArray) -> np.ndarray | None:
+    """A column of integers or times without nulls as a NumPy view of its values, else ``None``.
+
+    Example:
+        >>> plain_integers(pa.chunked_array([[3, 1]])).tolist(), plain_integers(pa.chunked_array([[3, None]]))
+        ([3, 1], None)
+    """
+    t = column.type
+    if column.null_count or column.num_chunks != 1:
+        return None
+    if pa.types.is_integer(t):
+        kind = "u" if pa.types.is_unsigned_integer(t) else "i"
+    elif pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_duration(t):
+        kind = "i"
+    else:
+        return None
+    array = column.chunk(0)
+    width = t.bit_width // 8
+    return np.frombuffer(array.buffers()[1], dtype=f"<{kind}{width}")[array.offset : array.offset + len(array)]
+
+
+def index_array(values: np.ndarray) -> pa.Array:
+    """NumPy int32 or int64 indices as an Arrow array (no copy when contiguous).
+
+    Example:
+        >>> index_array(np.array([4, 2], dtype=np.int32)).to_pylist()
+        [4, 2]
+    """
+    data = np.ascontiguousarray(values)
+    kind = pa.int32() if data.dtype == np.int32 else pa.int64()
+    return pa.Array.from_buffers(kind, len(data), [None, pa.py_buffer(data)])
+
+
+def row_numbers(n: int) -> pa.Array:
+    """The int64 row numbers ``0 .. n - 1``.
+
+    Example:
+        >>> row_numbers(3).to_pylist()
+        [0, 1, 2]
+    """
+    return int64_array(np.arange(n, dtype=np.int64))

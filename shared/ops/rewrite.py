@@ -27,7 +27,6 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import itertools
 import logging
@@ -39,25 +38,34 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..core.arrays import bool_array, bool_numpy, int64_array, py_value, scalar
+from ..core.arrays import (
+    bool_array,
+    bool_numpy,
+    index_array,
+    numpy_indices,
+    plain_integers,
+    py_value,
+    row_numbers,
+    scalar,
+)
 from ..core.schema import conform
 from ..core.snapshot import LiveFile, TableSnapshot, open_data_file
-from ..core.stats import DEFAULT_INDEXED_COLUMNS, StatsCollector
+from ..core.stats import DEFAULT_INDEXED_COLUMNS
 from ..errors import CorruptDataError, DuplicateKeyError, InvalidArgumentError
 from .layout import LAYOUT_TAG, RUN_TAG, layout_signature, writer_properties
 from .options import RorderOptions
+from .output import OutputFile, OutputWriter, RewriteResult, timed
+from .row_keys import canonical_floats, first_rows_hashed, same_values
 from .threads import HelperPool
 
 log = logging.getLogger(__name__)
 
-ROW_GROUP_MAX_BYTES = 128 * 1024 * 1024
 SPILL_BATCH_ROWS = 262_144
 SAMPLE_ROWS = 4_096  # rows decoded per input file to measure variable-width columns
 PASS_HEADROOM = 1.25  # a pass's rows plus one reordered column fit this many budgets (see _pass_capacity)
@@ -66,38 +74,6 @@ READ_THREADS = 2
 SORT_THREADS = 2
 GATHER_GROUPS = 16  # a pass's values are gathered in about this many groups
 DIRECT_SPAN = 1 << 20  # integer values spanning fewer than this are routed to passes by one array lookup
-_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
-_HIVE_SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
-
-
-@dataclass
-class OutputFile:
-    """One written file, ready to become an ``add`` action."""
-
-    key: str
-    path: str  # percent-encoded, as the log wants it
-    size: int
-    rows: int
-    row_groups: int
-    stats: dict[str, Any]
-    tags: dict[str, str]
-    partition_values: dict[str, str | None] = field(default_factory=dict)  # as the log keys them
-
-
-@dataclass
-class RewriteResult:
-    """What a rewrite produced and what it read."""
-
-    outputs: list[OutputFile] = field(default_factory=list)
-    rows_in: int = 0
-    rows_out: int = 0
-    duplicates_removed: int = 0
-    deleted_rows_dropped: int = 0
-    passes: int = 0
-    spilled_bytes: int = 0
-    values: int = 0
-    # Wall seconds per phase (open, plan, spill, read, dedup, sort, take, order, encode, stats, finish).
-    seconds: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -186,7 +162,7 @@ class PartitionRewriter:
         self._masks: list[np.ndarray | None] = []
         self._row_groups: list[_RowGroup] = []
         self._spill_dir: str | None = None
-        self._writer: _OutputWriter | None = None
+        self._writer: OutputWriter | None = None
         self._capacity = options.memory_budget
         self._values: pa.Array = pa.nulls(0, self.by_type)  # pa.array() would import pandas
         self._value_pass = np.zeros(1, dtype=np.int32)
@@ -196,12 +172,12 @@ class PartitionRewriter:
     def run(self) -> RewriteResult:
         """Rewrite; on any failure delete the files written so far and re-raise."""
         try:
-            with _timed(self.result, "open"):
+            with timed(self.result, "open"):
                 self._open_inputs()
-            with _timed(self.result, "plan"):
+            with timed(self.result, "plan"):
                 passes = self._plan_passes()
             self.result.passes = len(passes)
-            with _timed(self.result, "spill"):
+            with timed(self.result, "spill"):
                 spills = self._spill(passes) if len(passes) > 1 else {}
             for k, p in enumerate(passes):
                 started = time.monotonic()
@@ -211,7 +187,7 @@ class PartitionRewriter:
                 self.progress(
                     f"pass {k + 1}/{len(passes)} ({p.label()}): {rows} rows in {time.monotonic() - started:.2f}s"
                 )
-            with _timed(self.result, "finish"):
+            with timed(self.result, "finish"):
                 outputs = self._writer.close() if self._writer else []
             self.result.outputs = outputs
             self.result.rows_out = sum(o.rows for o in outputs)
@@ -437,7 +413,7 @@ class PartitionRewriter:
                 ids = self._pass_ids(table.column(self.by))
                 counts = np.bincount(ids[ids >= 0], minlength=len(passes))
                 order = np.argsort(ids, kind="stable")  # a radix sort: ids are 8 or 16 bits
-                routed = table.take(_index_array(order[int(np.count_nonzero(ids < 0)) :]))
+                routed = table.take(index_array(order[int(np.count_nonzero(ids < 0)) :]))
                 del table, order
                 start = 0
                 for k in np.flatnonzero(counts).tolist():
@@ -464,7 +440,7 @@ class PartitionRewriter:
         by its distance from it (-1 for values that do not occur), so routing is one array lookup."""
         if not pa.types.is_integer(self.by_type) or not len(self._values) or self._values.null_count:
             return None
-        plain = _plain_integers(pa.chunked_array([self._values]))
+        plain = plain_integers(pa.chunked_array([self._values]))
         if plain is None:
             return None
         lo, hi = int(plain.min()), int(plain.max())
@@ -476,13 +452,13 @@ class PartitionRewriter:
 
     def _pass_ids(self, column: pa.ChunkedArray) -> np.ndarray:
         """The pass of each row (-1: none, which the final row count would report)."""
-        plain = _plain_integers(column) if self._pass_table is not None else None
+        plain = plain_integers(column) if self._pass_table is not None else None
         if plain is not None and len(plain) and self._pass_table is not None:
             lo, table = self._pass_table
             if lo <= int(plain.min()) and int(plain.max()) < lo + len(table):
                 return table[plain.astype(np.int64) - lo]
         found = pc.index_in(column, value_set=self._values)
-        slots = _indices(pc.fill_null(found.cast(pa.int32()), scalar(len(self._values), pa.int32())))
+        slots = numpy_indices(pc.fill_null(found.cast(pa.int32()), scalar(len(self._values), pa.int32())))
         return self._value_pass[slots]
 
     def _spill_batch_rows(self, rg: _RowGroup) -> int:
@@ -504,7 +480,7 @@ class PartitionRewriter:
             yield table
 
     def _gather(self, k: int, p: _Pass, spill: str | None) -> pa.Table:
-        with _timed(self.result, "read"):
+        with timed(self.result, "read"):
             return self._read_pass(k, spill)
 
     def _read_pass(self, k: int, spill: str | None) -> pa.Table:
@@ -588,7 +564,7 @@ class PartitionRewriter:
         """
         if not table.num_rows:
             return 0
-        with _timed(self.result, "combine"):
+        with timed(self.result, "combine"):
             columns = list(table.columns)
             schema = table.schema
             del table
@@ -599,7 +575,7 @@ class PartitionRewriter:
                 _release()
             table = pa.Table.from_arrays(columns, schema=schema)
         if self.options.unique_by:
-            with _timed(self.result, "dedup"):
+            with timed(self.result, "dedup"):
                 keep = self._deduplicate(table)
                 if keep is not None:
                     if self.on_duplicates is not None:
@@ -612,12 +588,12 @@ class PartitionRewriter:
                 del keep
         del columns
         rows = table.num_rows
-        with _timed(self.result, "sort"):
+        with timed(self.result, "sort"):
             perm, run_ends = self._permutation(table)
         if self._writer is None:
-            self._writer = _OutputWriter(self, writer_properties(self.target, table, self.by))
+            self._writer = OutputWriter(self, writer_properties(self.target, table, self.by))
         writer = self._writer
-        indices = _index_array(perm)
+        indices = index_array(perm)
         del perm
         # Values are gathered a group at a time (few hand-overs between the threads: on a busy
         # machine each one waits for a time slice), each group while the previous one is encoded.
@@ -625,7 +601,7 @@ class PartitionRewriter:
 
         def gather(ends: list[int]) -> tuple[pa.Table, list[int]]:
             start = ends[0]
-            with _timed(self.result, "take"):
+            with timed(self.result, "take"):
                 return table.take(indices.slice(start, ends[-1] - start)), ends
 
         with HelperPool(1) as pool:
@@ -644,7 +620,7 @@ class PartitionRewriter:
         """Row indices in ``by`` order then ``sort_by`` order within each value, and where each value ends."""
         by_col = table.column(self.by).chunk(0)
         run_ends = self._run_ends(by_col)
-        order = _indices(pc.array_sort_indices(by_col, null_placement="at_end"))
+        order = numpy_indices(pc.array_sort_indices(by_col, null_placement="at_end"))
         del by_col
         inner = self.sort_keys[1:]
         if not inner:
@@ -657,8 +633,8 @@ class PartitionRewriter:
             if end - start < 2:
                 perm[start:end] = order[start:end]
                 return
-            part = keys.take(_index_array(order[start:end]))
-            plain = _plain_integers(part.column(0)) if len(inner) == 1 else None
+            part = keys.take(index_array(order[start:end]))
+            plain = plain_integers(part.column(0)) if len(inner) == 1 else None
             if plain is not None:
                 # Integers and times without nulls: NumPy's introsort, several times faster than a
                 # stable sort; rows with equal keys may change places (they are equal on the keys).
@@ -669,7 +645,7 @@ class PartitionRewriter:
                 idx = pc.array_sort_indices(part.column(0), order=inner[0][1], null_placement="at_end")
             else:
                 idx = pc.sort_indices(part, sort_keys=inner)
-            perm[start:end] = order[start + _indices(idx)]
+            perm[start:end] = order[start + numpy_indices(idx)]
 
         def sort_runs(ends: list[int]) -> None:
             for bounds in itertools.pairwise(ends):
@@ -698,13 +674,13 @@ class PartitionRewriter:
         row of their key (a hash collision shows there as differing keys, and the exact grouping decides).
         """
         n = table.num_rows
-        hashed = _first_rows_hashed(table, self.unique_keys)
+        hashed = first_rows_hashed(table, self.unique_keys)
         if hashed is not None:
             firsts, members, owners = hashed
             if len(firsts) == n:
                 return None
             if all(
-                py_value(pc.all(_same_values(table.column(k).take(members), table.column(k).take(owners))))
+                py_value(pc.all(same_values(table.column(k).take(members), table.column(k).take(owners))))
                 for k in self.unique_keys
             ):
                 return self._keep_firsts(table, firsts, members, owners)
@@ -717,10 +693,10 @@ class PartitionRewriter:
         """The first row of every key, and each later row of a repeated key beside its key's first row."""
         keys = self.unique_keys
         n = table.num_rows
-        keyed = pa.table({**{k: _canonical_floats(table.column(k)) for k in keys}, "__row": _row_numbers(n)})
+        keyed = pa.table({**{k: canonical_floats(table.column(k)) for k in keys}, "__row": row_numbers(n)})
         groups = keyed.group_by(keys, use_threads=False).aggregate([("__row", "count")])
         if groups.num_rows == n:
-            return _row_numbers(n), _row_numbers(0), _row_numbers(0)
+            return row_numbers(n), row_numbers(0), row_numbers(0)
         del groups
         listed = keyed.group_by(keys, use_threads=False).aggregate([("__row", "min"), ("__row", "list")])
         del keyed
@@ -739,7 +715,7 @@ class PartitionRewriter:
         """Check that every later row equals its key's first row on every column; the rows to keep."""
         for name in table.column_names:
             column = table.column(name)
-            same = _same_values(column.take(members), column.take(owners))
+            same = same_values(column.take(members), column.take(owners))
             if not py_value(pc.all(same)):
                 row = py_value(owners[py_value(pc.index(same, scalar(False, pa.bool_())))])
                 key = {k: py_value(table.column(k)[row]) for k in self.unique_keys}
@@ -747,55 +723,9 @@ class PartitionRewriter:
                     f"rows share unique_by key {key} but differ in column {name!r}; nothing was committed. "
                     "Fix the duplicates or widen unique_by"
                 )
-        keep_rows = _index_array(np.sort(_indices(firsts)))
+        keep_rows = index_array(np.sort(numpy_indices(firsts)))
         self.result.duplicates_removed += table.num_rows - len(keep_rows)
         return keep_rows
-
-
-def _first_rows_hashed(table: pa.Table, keys: list[str]) -> tuple[pa.Array, pa.Array, pa.Array] | None:
-    """Like ``_first_rows_exact`` for integer and time keys without nulls, grouped by a 64-bit hash of
-    the key (rows of one group may differ on the key after a collision: the caller checks); else ``None``."""
-    columns = [_plain_integers(table.column(k)) for k in keys]
-    if any(c is None for c in columns):
-        return None
-    h = np.full(table.num_rows, _GOLDEN, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for c in columns:
-            assert c is not None
-            h = _mix64(h ^ _mix64(c.astype(np.int64).view(np.uint64)))
-    order = np.argsort(h)  # equal hashes end up adjacent, in any order
-    sorted_h = h[order]
-    del h
-    n = len(order)
-    new_key = np.empty(n, dtype=bool)
-    new_key[:1] = True
-    np.not_equal(sorted_h[1:], sorted_h[:-1], out=new_key[1:])
-    del sorted_h
-    starts = np.flatnonzero(new_key)
-    if len(starts) == n:
-        return _row_numbers(n), _row_numbers(0), _row_numbers(0)
-    firsts = np.minimum.reduceat(order, starts)  # the first row of each key
-    owner = np.empty(n, dtype=np.int64)
-    owner[order] = firsts[np.cumsum(new_key) - 1]
-    del order, new_key
-    later = np.flatnonzero(owner != np.arange(n))
-    return int64_array(firsts), int64_array(later), int64_array(owner[later])
-
-
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-
-
-def _mix64(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser, element-wise (wrapping)."""
-    x = x ^ (x >> np.uint64(30))
-    x = x * np.uint64(0xBF58476D1CE4E5B9)
-    x = x ^ (x >> np.uint64(27))
-    x = x * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
-_CANONICAL_NAN = float("nan")
-_NAN_KEY = object()
 
 
 def _spill_compression() -> str | None:
@@ -838,96 +768,6 @@ def _groups(run_ends: list[int], rows: int) -> list[list[int]]:
     if len(current) > 1:
         groups.append(current)
     return groups or [[0]]
-
-
-def _indices(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """A non-null integer index array (``sort_indices`` gives uint64) as NumPy int32, or int64 when
-    the indices need it."""
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
-    width = array.type.bit_width // 8
-    data = np.frombuffer(array.buffers()[1], dtype=f"<u{width}")[array.offset : array.offset + len(array)]
-    return data.astype(np.int32 if len(array) < 2**31 else np.int64)
-
-
-def _plain_integers(column: pa.ChunkedArray) -> np.ndarray | None:
-    """A column of integers or times without nulls as a NumPy view of its values, else ``None``."""
-    t = column.type
-    if column.null_count or column.num_chunks != 1:
-        return None
-    if pa.types.is_integer(t):
-        kind = "u" if pa.types.is_unsigned_integer(t) else "i"
-    elif pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_duration(t):
-        kind = "i"
-    else:
-        return None
-    array = column.chunk(0)
-    width = t.bit_width // 8
-    return np.frombuffer(array.buffers()[1], dtype=f"<{kind}{width}")[array.offset : array.offset + len(array)]
-
-
-def _index_array(values: np.ndarray) -> pa.Array:
-    """NumPy int32 or int64 indices as an Arrow array (no copy when contiguous)."""
-    data = np.ascontiguousarray(values)
-    kind = pa.int32() if data.dtype == np.int32 else pa.int64()
-    return pa.Array.from_buffers(kind, len(data), [None, pa.py_buffer(data)])
-
-
-def _row_numbers(n: int) -> pa.Array:
-    return int64_array(np.arange(n, dtype=np.int64))
-
-
-def _canonical_floats(column: pa.ChunkedArray) -> pa.ChunkedArray:
-    """Floats with one NaN and one zero (as Spark normalizes grouping keys); other types unchanged."""
-    if not pa.types.is_floating(column.type):
-        return column
-    try:
-        zeroed = pc.add(column, scalar(0.0, column.type))  # -0.0 + 0.0 is +0.0
-        return pc.if_else(pc.is_nan(column), scalar(_CANONICAL_NAN, column.type), zeroed)
-    except pa.ArrowNotImplementedError:  # half floats: left as they are
-        return column
-
-
-def _same_values(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:
-    """Element-wise: equal values, both null, or (floats) both NaN — never null."""
-    try:
-        same = pc.equal(a, b)
-    except pa.ArrowNotImplementedError:  # nested types: compare their Python values, NaN as one value
-        return pa.chunked_array(
-            [
-                bool_array(
-                    np.array(
-                        [_nan_free(x) == _nan_free(y) for x, y in zip(a.to_pylist(), b.to_pylist(), strict=True)],
-                        dtype=bool,
-                    )
-                )
-            ]
-        )
-    same = pc.or_kleene(same, pc.and_(pc.is_null(a), pc.is_null(b)))
-    if pa.types.is_floating(a.type):
-        same = pc.or_kleene(same, pc.and_(pc.is_nan(a), pc.is_nan(b)))
-    return pc.fill_null(same, scalar(False, pa.bool_()))
-
-
-def _nan_free(value: Any) -> Any:
-    """A Python value with every float NaN replaced by one marker, so that equal rows compare equal."""
-    if isinstance(value, float) and value != value:
-        return _NAN_KEY
-    if isinstance(value, dict):
-        return {k: _nan_free(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_nan_free(v) for v in value]
-    return value
-
-
-@contextlib.contextmanager
-def _timed(result: RewriteResult, phase: str) -> Iterator[None]:
-    """Add the wall time of a block to ``result.seconds[phase]``."""
-    started = time.perf_counter()
-    try:
-        yield
-    finally:
-        result.seconds[phase] = result.seconds.get(phase, 0.0) + time.perf_counter() - started
 
 
 def dropped_rows(table: pa.Table, keep: pa.Array) -> pa.Table:
@@ -995,126 +835,3 @@ def _fixed_bits(t: pa.DataType) -> int:
         return t.bit_width + 1 if t.bit_width else 0
     except ValueError:
         return 0
-
-
-# ---------------------------------------------------------------------- output files
-def partition_dir(partition_values: dict[str, str | None], physical: dict[str, str]) -> str:
-    """Hive-style directory of a partition, escaped so any value makes a valid key.
-
-    Example:
-        >>> partition_dir({"node_id_range": "3"}, {})
-        'node_id_range=3'
-        >>> partition_dir({"x": "A/B"}, {})
-        'x=A%2FB'
-    """
-    parts = []
-    for col, value in partition_values.items():
-        text = _HIVE_NULL if value is None else "".join(c if c in _HIVE_SAFE else f"%{ord(c):02X}" for c in value)
-        parts.append(f"{physical.get(col, col)}={text}")
-    return "/".join(parts)
-
-
-class _OutputWriter:
-    """Writes value runs into files that roll over at ``target_file_size`` on value boundaries."""
-
-    def __init__(self, rewriter: PartitionRewriter, props: dict[str, Any]) -> None:
-        self.rw = rewriter
-        self.props = props
-        schema = rewriter.snapshot.schema
-        ordered = {c: rewriter.partition_values[c] for c in schema.partition_columns if c in rewriter.partition_values}
-        physical = {c: schema.partition_physical(c) for c in ordered}
-        self.dir = partition_dir(ordered, physical)
-        self.log_partition_values = {physical[c]: v for c, v in ordered.items()}
-        self.local = rewriter.storage.local_root
-        self.tmpdir = None if self.local else tempfile.mkdtemp(prefix="deltaextras-out-")
-        self.files: list[OutputFile] = []
-        self.row_group_rows = 1
-        self._writer: pq.ParquetWriter | None = None
-        self._sink: Any = None
-        self._key = ""
-        self._local_path = ""
-        self._stats: StatsCollector | None = None
-        self._rows = 0
-        self._groups = 0
-        self._seq = 0
-
-    def _open(self) -> None:
-        name = f"part-{self._seq:05d}-{uuid.uuid4()}.c000.zstd.parquet"
-        self._seq += 1
-        self._key = f"{self.dir}/{name}" if self.dir else name
-        if self.local is not None:
-            self._local_path = str(self.local / self._key)
-            os.makedirs(os.path.dirname(self._local_path), exist_ok=True)
-        else:
-            self._local_path = os.path.join(self.tmpdir or "", name)
-        self._sink = pa.OSFile(self._local_path, "wb")
-        self._writer = pq.ParquetWriter(self._sink, self.rw.target, **self.props)
-        self._stats = StatsCollector(
-            self.rw.target, indexed_columns=self.rw.indexed_columns, stats_columns=self.rw.stats_columns
-        )
-        self._rows = self._groups = 0
-
-    def write_value(self, table: pa.Table) -> None:
-        if self._writer is None:
-            self._open()
-        assert self._writer is not None and self._stats is not None
-        per_row = max(1, table.nbytes // max(1, table.num_rows))
-        cap = max(1, ROW_GROUP_MAX_BYTES // per_row)
-        with _timed(self.rw.result, "encode"):
-            self._writer.write_table(table, row_group_size=min(cap, max(1, table.num_rows)))
-        self._groups += -(-table.num_rows // cap)
-        self._rows += table.num_rows
-        with _timed(self.rw.result, "stats"):
-            self._stats.update(table)
-        if self._sink.tell() >= self.rw.options.target_file_size:
-            self._finish()
-
-    def _finish(self) -> None:
-        assert self._writer is not None and self._stats is not None
-        self._writer.close()
-        self._sink.close()
-        self._writer = None
-        md = pq.ParquetFile(self._local_path).metadata  # re-open: the file must read back whole
-        if md.num_rows != self._rows:
-            raise CorruptDataError(f"written file {self._key} reads back {md.num_rows} rows, not {self._rows}")
-        size = os.path.getsize(self._local_path)
-        if self.local is None:
-            self.rw.storage.put(self._key, self._local_path)
-            os.remove(self._local_path)
-        self.files.append(
-            OutputFile(
-                key=self._key,
-                path=quote(self._key, safe="/=-_.~"),
-                size=size,
-                rows=self._rows,
-                row_groups=md.num_row_groups,
-                stats=self._stats.to_dict(),
-                tags=dict(self.rw.tags),
-                partition_values=dict(self.log_partition_values),
-            )
-        )
-        self.rw.result.outputs = list(self.files)
-        if self.rw.on_output is not None:
-            self.rw.on_output(self.files[-1])
-
-    def close(self) -> list[OutputFile]:
-        if self._writer is not None:
-            self._finish()
-        if self.tmpdir:
-            shutil.rmtree(self.tmpdir, ignore_errors=True)
-        return self.files
-
-    def abort(self) -> None:
-        if self._writer is not None:
-            try:
-                self._writer.close()
-                self._sink.close()
-            except Exception:
-                pass
-            self._writer = None
-            if self.local is not None:
-                with contextlib.suppress(OSError):
-                    os.remove(self._local_path)
-        if self.tmpdir:
-            shutil.rmtree(self.tmpdir, ignore_errors=True)
-        self.rw.result.outputs = list(self.files)

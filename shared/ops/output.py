@@ -1,0 +1,198 @@
+"""The rewrite's output: files that roll over at the target size on value boundaries, each read back
+whole before it is reported, and what a rewrite produced (:class:`RewriteResult`)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..core.stats import StatsCollector
+from ..errors import CorruptDataError
+
+ROW_GROUP_MAX_BYTES = 128 * 1024 * 1024
+_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+_HIVE_SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+@dataclass
+class OutputFile:
+    """One written file, ready to become an ``add`` action."""
+
+    key: str
+    path: str  # percent-encoded, as the log wants it
+    size: int
+    rows: int
+    row_groups: int
+    stats: dict[str, Any]
+    tags: dict[str, str]
+    partition_values: dict[str, str | None] = field(default_factory=dict)  # as the log keys them
+
+
+@dataclass
+class RewriteResult:
+    """What a rewrite produced and what it read."""
+
+    outputs: list[OutputFile] = field(default_factory=list)
+    rows_in: int = 0
+    rows_out: int = 0
+    duplicates_removed: int = 0
+    deleted_rows_dropped: int = 0
+    passes: int = 0
+    spilled_bytes: int = 0
+    values: int = 0
+    # Wall seconds per phase (open, plan, spill, read, dedup, sort, take, order, encode, stats, finish).
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def timed(result: RewriteResult, phase: str) -> Iterator[None]:
+    """Add the wall time of a block to ``result.seconds[phase]``.
+
+    Example:
+        >>> result = RewriteResult()
+        >>> with timed(result, "encode"):
+        ...     pass
+        >>> list(result.seconds)
+        ['encode']
+    """
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        result.seconds[phase] = result.seconds.get(phase, 0.0) + time.perf_counter() - started
+
+
+def partition_dir(partition_values: dict[str, str | None], physical: dict[str, str]) -> str:
+    """Hive-style directory of a partition, escaped so any value makes a valid key.
+
+    Example:
+        >>> partition_dir({"node_id_range": "3"}, {})
+        'node_id_range=3'
+        >>> partition_dir({"x": "A/B"}, {})
+        'x=A%2FB'
+    """
+    parts = []
+    for col, value in partition_values.items():
+        text = _HIVE_NULL if value is None else "".join(c if c in _HIVE_SAFE else f"%{ord(c):02X}" for c in value)
+        parts.append(f"{physical.get(col, col)}={text}")
+    return "/".join(parts)
+
+
+class OutputWriter:
+    """Writes value runs into files that roll over at ``target_file_size`` on value boundaries (used by
+    :class:`deltaextras.ops.rewrite.PartitionRewriter`, whose module example shows a whole rewrite)."""
+
+    def __init__(self, rewriter: Any, props: dict[str, Any]) -> None:
+        # rewriter: the PartitionRewriter (snapshot, partition_values, storage, target, statistics columns,
+        # options, result, tags, on_output)
+        self.rw = rewriter
+        self.props = props
+        schema = rewriter.snapshot.schema
+        ordered = {c: rewriter.partition_values[c] for c in schema.partition_columns if c in rewriter.partition_values}
+        physical = {c: schema.partition_physical(c) for c in ordered}
+        self.dir = partition_dir(ordered, physical)
+        self.log_partition_values = {physical[c]: v for c, v in ordered.items()}
+        self.local = rewriter.storage.local_root
+        self.tmpdir = None if self.local else tempfile.mkdtemp(prefix="deltaextras-out-")
+        self.files: list[OutputFile] = []
+        self.row_group_rows = 1
+        self._writer: pq.ParquetWriter | None = None
+        self._sink: Any = None
+        self._key = ""
+        self._local_path = ""
+        self._stats: StatsCollector | None = None
+        self._rows = 0
+        self._groups = 0
+        self._seq = 0
+
+    def _open(self) -> None:
+        name = f"part-{self._seq:05d}-{uuid.uuid4()}.c000.zstd.parquet"
+        self._seq += 1
+        self._key = f"{self.dir}/{name}" if self.dir else name
+        if self.local is not None:
+            self._local_path = str(self.local / self._key)
+            os.makedirs(os.path.dirname(self._local_path), exist_ok=True)
+        else:
+            self._local_path = os.path.join(self.tmpdir or "", name)
+        self._sink = pa.OSFile(self._local_path, "wb")
+        self._writer = pq.ParquetWriter(self._sink, self.rw.target, **self.props)
+        self._stats = StatsCollector(
+            self.rw.target, indexed_columns=self.rw.indexed_columns, stats_columns=self.rw.stats_columns
+        )
+        self._rows = self._groups = 0
+
+    def write_value(self, table: pa.Table) -> None:
+        if self._writer is None:
+            self._open()
+        assert self._writer is not None and self._stats is not None
+        per_row = max(1, table.nbytes // max(1, table.num_rows))
+        cap = max(1, ROW_GROUP_MAX_BYTES // per_row)
+        with timed(self.rw.result, "encode"):
+            self._writer.write_table(table, row_group_size=min(cap, max(1, table.num_rows)))
+        self._groups += -(-table.num_rows // cap)
+        self._rows += table.num_rows
+        with timed(self.rw.result, "stats"):
+            self._stats.update(table)
+        if self._sink.tell() >= self.rw.options.target_file_size:
+            self._finish()
+
+    def _finish(self) -> None:
+        assert self._writer is not None and self._stats is not None
+        self._writer.close()
+        self._sink.close()
+        self._writer = None
+        md = pq.ParquetFile(self._local_path).metadata  # re-open: the file must read back whole
+        if md.num_rows != self._rows:
+            raise CorruptDataError(f"written file {self._key} reads back {md.num_rows} rows, not {self._rows}")
+        size = os.path.getsize(self._local_path)
+        if self.local is None:
+            self.rw.storage.put(self._key, self._local_path)
+            os.remove(self._local_path)
+        self.files.append(
+            OutputFile(
+                key=self._key,
+                path=quote(self._key, safe="/=-_.~"),
+                size=size,
+                rows=self._rows,
+                row_groups=md.num_row_groups,
+                stats=self._stats.to_dict(),
+                tags=dict(self.rw.tags),
+                partition_values=dict(self.log_partition_values),
+            )
+        )
+        self.rw.result.outputs = list(self.files)
+        if self.rw.on_output is not None:
+            self.rw.on_output(self.files[-1])
+
+    def close(self) -> list[OutputFile]:
+        if self._writer is not None:
+            self._finish()
+        if self.tmpdir:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+        return self.files
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            try:
+                self._writer.close()
+                self._sink.close()
+            except Exception:
+                pass
+            self._writer = None
+            if self.local is not None:
+                with contextlib.suppress(OSError):
+                    os.remove(self._local_path)
+        if self.tmpdir:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+        self.rw.result.outputs = list(self.files)
