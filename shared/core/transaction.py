@@ -343,12 +343,25 @@ def txn_action(app_id: str, version: int, timestamp: int) -> Txn:
     return Txn(app_id=app_id, version=version, last_updated=timestamp)
 
 
-def checkpoint(storage: TableStorage, version: int, configuration: dict[str, str], protocol: Protocol) -> bool:
-    """Write a checkpoint at ``version`` when the table's interval calls for it; never fails the commit."""
+def checkpoint_interval(configuration: dict[str, str]) -> int | None:
+    """The table's ``delta.checkpointInterval``; ``None`` when it is not set or not a number (a property no
+    writer should have set: a commit never fails on it).
+
+    Example:
+        >>> checkpoint_interval({"delta.checkpointInterval": "25"}), checkpoint_interval({})
+        (25, None)
+    """
     try:
-        interval = int(configuration.get("delta.checkpointInterval", "100") or 100)
-    except ValueError:  # a property no writer should have set: the commit stands, delta-rs's default applies
-        interval = 100
+        return int(configuration["delta.checkpointInterval"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def checkpoint(storage: TableStorage, version: int, configuration: dict[str, str], protocol: Protocol) -> bool:
+    """Write a checkpoint at ``version`` when the table's interval calls for it (delta-rs's default 100
+    when it sets none); never fails the commit."""
+    configured = checkpoint_interval(configuration)
+    interval = 100 if configured is None else configured
     if interval <= 0 or version % interval:
         return False
     return write_checkpoint(storage, version, protocol)
@@ -380,6 +393,7 @@ __all__ = [
     "Transaction",
     "Winner",
     "checkpoint",
+    "checkpoint_interval",
     "txn_action",
     "write_checkpoint",
 ]

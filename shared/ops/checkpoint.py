@@ -33,7 +33,7 @@ from typing import Any
 from ..core.actions import Protocol
 from ..core.log import LOG_DIR, list_log
 from ..core.storage import TableStorage
-from ..core.transaction import write_checkpoint
+from ..core.transaction import checkpoint_interval, write_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -53,12 +53,8 @@ def checkpoint_lag_limit(configuration: dict[str, str]) -> int:
         >>> checkpoint_lag_limit({}), checkpoint_lag_limit({"delta.checkpointInterval": "25"})
         (10, 25)
     """
-    text = configuration.get("delta.checkpointInterval")
-    try:
-        value = int(text) if text is not None else DEFAULT_LAG
-    except ValueError:
-        return DEFAULT_LAG
-    return value if value > 0 else DEFAULT_LAG
+    value = checkpoint_interval(configuration)
+    return value if value is not None and value > 0 else DEFAULT_LAG
 
 
 def _hint(storage: TableStorage) -> dict[str, Any]:

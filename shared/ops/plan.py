@@ -181,16 +181,10 @@ def plan_summary(plan: Any, parts: list[tuple[Any, int, int]]) -> dict[str, Any]
 
 
 def in_layout(snapshot: TableSnapshot, files: list[LiveFile], by: str, options: RorderOptions) -> str | None:
-    """Why a unit's files already have the layout (a reason string), or None if they need a rewrite.
-
-    In the tiered layout a unit is in layout when a run would rewrite nothing (no fresh files, no tier to
-    merge, no deleted rows to purge; see :mod:`deltaextras.ops.tiers`).
-    """
+    """Why a unit's files already have the full layout (a reason string), or None if they need a rewrite.
+    (The tiered layout decides with :func:`deltaextras.ops.tiers.select_files`.)"""
     if not files:
         return "no live files"
-    if options.layout == "tiered":
-        selection = select_files(files, snapshot.schema, by, options)
-        return None if selection.files else selection.reason()
     records = sum(f.num_records or 0 for f in files)
     deleted = sum(f.deleted_rows for f in files)
     if deleted and records and deleted / records > options.max_deleted_rows_ratio:
