@@ -8,7 +8,9 @@ Example:
 
 from __future__ import annotations
 
-from .app.spark import rorder_spark
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     AccessDeniedError,
     CommitConflictError,
@@ -31,17 +33,64 @@ from .errors import (
     UnsupportedFeatureError,
     is_retryable,
 )
-from .ops.delete import DeleteReport, delete
-from .ops.message import RorderMessage
-from .ops.options import RorderOptions
-from .ops.plan import TablePlan, plan_table
-from .ops.pool import RunInterrupted
-from .ops.ranges import RangeAppender, RangeSpec, add_range, append_ranged, create_range_table, read_range_spec
-from .ops.report import PartitionReport, RorderReport
-from .ops.rorder import plan_messages, rorder, rorder_setup_multi, rorder_single
-from .ops.upgrade import enable_deletion_vectors
-from .ops.vacuum import VacuumReport, vacuum, vacuum_deletion_vectors
 from .version import __version__
+
+# The public names below are imported on first use (PEP 562), so that `from deltaextras import rorder`
+# loads the rewrite and not the delete, vacuum, ranges and Spark modules as well: a worker process
+# starts faster.
+_LAZY = {
+    "rorder_spark": ".app.spark",
+    "DeleteReport": ".ops.delete",
+    "delete": ".ops.delete",
+    "RorderMessage": ".ops.message",
+    "RorderOptions": ".ops.options",
+    "TablePlan": ".ops.plan",
+    "plan_table": ".ops.plan",
+    "RunInterrupted": ".ops.pool",
+    "RangeAppender": ".ops.ranges",
+    "RangeSpec": ".ops.ranges",
+    "add_range": ".ops.ranges",
+    "append_ranged": ".ops.ranges",
+    "create_range_table": ".ops.ranges",
+    "read_range_spec": ".ops.ranges",
+    "PartitionReport": ".ops.report",
+    "RorderReport": ".ops.report",
+    "plan_messages": ".ops.rorder",
+    "rorder": ".ops.rorder",
+    "rorder_setup_multi": ".ops.rorder",
+    "rorder_single": ".ops.rorder",
+    "enable_deletion_vectors": ".ops.upgrade",
+    "VacuumReport": ".ops.vacuum",
+    "vacuum": ".ops.vacuum",
+    "vacuum_deletion_vectors": ".ops.vacuum",
+}
+
+if TYPE_CHECKING:
+    from .app.spark import rorder_spark
+    from .ops.delete import DeleteReport, delete
+    from .ops.message import RorderMessage
+    from .ops.options import RorderOptions
+    from .ops.plan import TablePlan, plan_table
+    from .ops.pool import RunInterrupted
+    from .ops.ranges import RangeAppender, RangeSpec, add_range, append_ranged, create_range_table, read_range_spec
+    from .ops.report import PartitionReport, RorderReport
+    from .ops.rorder import plan_messages, rorder, rorder_setup_multi, rorder_single
+    from .ops.upgrade import enable_deletion_vectors
+    from .ops.vacuum import VacuumReport, vacuum, vacuum_deletion_vectors
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'deltaextras' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "AccessDeniedError",

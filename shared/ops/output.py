@@ -4,9 +4,11 @@ whole before it is reported, and what a rewrite produced (:class:`RewriteResult`
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shutil
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -51,8 +53,21 @@ class RewriteResult:
     passes: int = 0
     spilled_bytes: int = 0
     values: int = 0
-    # Wall seconds per phase (open, plan, spill, read, dedup, sort, take, order, encode, stats, finish).
+    # Wall seconds per phase (open, plan, spill, read, dedup, sort, take, order, encode, stats, finish);
+    # phases that run on several threads at once add up each thread's time.
     seconds: dict[str, float] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _numbers: Iterator[int] = field(default_factory=itertools.count, repr=False, compare=False)
+
+    def add_output(self, output: OutputFile) -> None:
+        """Record a file written to storage (thread-safe: output files may be written side by side)."""
+        with self._lock:
+            self.outputs.append(output)
+
+    def file_number(self) -> int:
+        """The next output file's sequence number in this rewrite (thread-safe)."""
+        with self._lock:
+            return next(self._numbers)
 
 
 @contextlib.contextmanager
@@ -70,7 +85,9 @@ def timed(result: RewriteResult, phase: str) -> Iterator[None]:
     try:
         yield
     finally:
-        result.seconds[phase] = result.seconds.get(phase, 0.0) + time.perf_counter() - started
+        elapsed = time.perf_counter() - started
+        with result._lock:
+            result.seconds[phase] = result.seconds.get(phase, 0.0) + elapsed
 
 
 def partition_dir(partition_values: dict[str, str | None], physical: dict[str, str]) -> str:
@@ -114,11 +131,9 @@ class OutputWriter:
         self._stats: StatsCollector | None = None
         self._rows = 0
         self._groups = 0
-        self._seq = 0
 
     def _open(self) -> None:
-        name = f"part-{self._seq:05d}-{uuid.uuid4()}.c000.zstd.parquet"
-        self._seq += 1
+        name = f"part-{self.rw.result.file_number():05d}-{uuid.uuid4()}.c000.zstd.parquet"
         self._key = f"{self.dir}/{name}" if self.dir else name
         if self.local is not None:
             self._local_path = str(self.local / self._key)
@@ -132,20 +147,36 @@ class OutputWriter:
         )
         self._rows = self._groups = 0
 
-    def write_value(self, table: pa.Table) -> None:
-        if self._writer is None:
-            self._open()
-        assert self._writer is not None and self._stats is not None
-        per_row = max(1, table.nbytes // max(1, table.num_rows))
-        cap = max(1, ROW_GROUP_MAX_BYTES // per_row)
-        with timed(self.rw.result, "encode"):
-            self._writer.write_table(table, row_group_size=min(cap, max(1, table.num_rows)))
-        self._groups += -(-table.num_rows // cap)
-        self._rows += table.num_rows
+    def write_values(self, table: pa.Table, ends: list[int]) -> int:
+        """Write consecutive values of ``table`` — value k is rows ``ends[k]`` to ``ends[k + 1]`` (offsets
+        into ``table``) — a row group each (more when one is larger than ``ROW_GROUP_MAX_BYTES``),
+        rolling over to a new file at ``target_file_size``; returns the values written. Statistics
+        are folded once per file's share of the table, not once per value.
+        """
+        first = ends[0]  # the first row of the table not yet in a file's statistics
+        for a, b in itertools.pairwise(ends):
+            if self._writer is None:
+                self._open()
+                first = a
+            assert self._writer is not None
+            value = table.slice(a, b - a)
+            per_row = max(1, value.nbytes // max(1, value.num_rows))
+            cap = max(1, ROW_GROUP_MAX_BYTES // per_row)
+            with timed(self.rw.result, "encode"):
+                self._writer.write_table(value, row_group_size=min(cap, max(1, value.num_rows)))
+            self._groups += -(-value.num_rows // cap)
+            self._rows += value.num_rows
+            if self._sink.tell() >= self.rw.options.target_file_size:
+                self._fold(table.slice(first, b - first))
+                self._finish()
+        if self._writer is not None and ends[-1] > first:
+            self._fold(table.slice(first, ends[-1] - first))
+        return len(ends) - 1
+
+    def _fold(self, rows: pa.Table) -> None:
+        assert self._stats is not None
         with timed(self.rw.result, "stats"):
-            self._stats.update(table)
-        if self._sink.tell() >= self.rw.options.target_file_size:
-            self._finish()
+            self._stats.update(rows)
 
     def _finish(self) -> None:
         assert self._writer is not None and self._stats is not None
@@ -157,7 +188,14 @@ class OutputWriter:
             raise CorruptDataError(f"written file {self._key} reads back {md.num_rows} rows, not {self._rows}")
         size = os.path.getsize(self._local_path)
         if self.local is None:
-            self.rw.storage.put(self._key, self._local_path)
+            try:
+                self.rw.storage.put(self._key, self._local_path)
+            except BaseException:
+                # The upload may have landed before it failed (a 503 after the write): its key is this
+                # rewrite's own and never committed, so it is deleted before the error goes up.
+                with contextlib.suppress(Exception):
+                    self.rw.storage.delete(self._key)
+                raise
             os.remove(self._local_path)
         self.files.append(
             OutputFile(
@@ -171,7 +209,7 @@ class OutputWriter:
                 partition_values=dict(self.log_partition_values),
             )
         )
-        self.rw.result.outputs = list(self.files)
+        self.rw.result.add_output(self.files[-1])
         if self.rw.on_output is not None:
             self.rw.on_output(self.files[-1])
 
@@ -195,4 +233,3 @@ class OutputWriter:
                     os.remove(self._local_path)
         if self.tmpdir:
             shutil.rmtree(self.tmpdir, ignore_errors=True)
-        self.rw.result.outputs = list(self.files)

@@ -28,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import itertools
 import logging
 import os
@@ -58,6 +59,7 @@ from ..core.schema import conform
 from ..core.snapshot import LiveFile, TableSnapshot, open_data_file
 from ..core.stats import DEFAULT_INDEXED_COLUMNS
 from ..errors import CorruptDataError, DuplicateKeyError, InvalidArgumentError
+from .lanes import lane_count, split_values, value_groups, write_lanes
 from .layout import LAYOUT_TAG, RUN_TAG, layout_signature, writer_properties
 from .options import RorderOptions
 from .output import OutputFile, OutputWriter, RewriteResult, timed
@@ -71,7 +73,9 @@ SAMPLE_ROWS = 4_096  # rows decoded per input file to measure variable-width col
 PASS_HEADROOM = 1.25  # a pass's rows plus one reordered column fit this many budgets (see _pass_capacity)
 RELEASE_EVERY = 16 * 1024 * 1024
 READ_THREADS = 2
+OPEN_THREADS = 4
 SORT_THREADS = 2
+COMBINE_THREADS = 2
 GATHER_GROUPS = 16  # a pass's values are gathered in about this many groups
 DIRECT_SPAN = 1 << 20  # integer values spanning fewer than this are routed to passes by one array lookup
 
@@ -162,7 +166,8 @@ class PartitionRewriter:
         self._masks: list[np.ndarray | None] = []
         self._row_groups: list[_RowGroup] = []
         self._spill_dir: str | None = None
-        self._writer: OutputWriter | None = None
+        self._writers: list[OutputWriter] = []
+        self._one_pass = False
         self._capacity = options.memory_budget
         self._values: pa.Array = pa.nulls(0, self.by_type)  # pa.array() would import pandas
         self._value_pass = np.zeros(1, dtype=np.int32)
@@ -177,6 +182,7 @@ class PartitionRewriter:
             with timed(self.result, "plan"):
                 passes = self._plan_passes()
             self.result.passes = len(passes)
+            self._one_pass = len(passes) == 1
             with timed(self.result, "spill"):
                 spills = self._spill(passes) if len(passes) > 1 else {}
             for k, p in enumerate(passes):
@@ -188,7 +194,7 @@ class PartitionRewriter:
                     f"pass {k + 1}/{len(passes)} ({p.label()}): {rows} rows in {time.monotonic() - started:.2f}s"
                 )
             with timed(self.result, "finish"):
-                outputs = self._writer.close() if self._writer else []
+                outputs = [out for writer in self._writers for out in writer.close()]
             self.result.outputs = outputs
             self.result.rows_out = sum(o.rows for o in outputs)
             expected = self.result.rows_in  # live rows read, deletion vectors applied
@@ -207,8 +213,8 @@ class PartitionRewriter:
 
     def discard(self) -> None:
         """Delete every output file written by this rewrite (best effort)."""
-        if self._writer is not None:
-            self._writer.abort()
+        for writer in self._writers:
+            writer.abort()
         for out in self.result.outputs:
             try:
                 self.storage.delete(out.key)
@@ -218,8 +224,20 @@ class PartitionRewriter:
     # ------------------------------------------------------------------ inputs
     def _open_inputs(self) -> None:
         masks = self.snapshot.selection_vectors(self.files) if any(f.dv for f in self.files) else {}
-        for fi, f in enumerate(self.files):
-            pf = open_data_file(self.storage, f, pre_buffer=self.storage.local_root is None)
+        pre_buffer = self.storage.local_root is None
+
+        def open_one(f: LiveFile) -> tuple[pq.ParquetFile, dict[str, float]]:
+            pf = open_data_file(self.storage, f, pre_buffer=pre_buffer)
+            return pf, self._decoded_widths(pf)
+
+        if pre_buffer and len(self.files) > 1:
+            # On object storage each footer is a round trip: a few at a time. (Local footers parse
+            # faster on one thread.)
+            with HelperPool(OPEN_THREADS) as pool:
+                opened = list(pool.map(open_one, self.files))
+        else:
+            opened = [open_one(f) for f in self.files]
+        for fi, (f, (pf, widths)) in enumerate(zip(self.files, opened, strict=True)):
             md = pf.metadata
             mask = masks.get(f.path)
             deleted = 0
@@ -234,7 +252,6 @@ class PartitionRewriter:
             self._masks.append(mask)
             leaf = _leaf_index(pf, self.by)
             trusted = _comparable_stats(pf, self.by, self.by_type)
-            widths = self._decoded_widths(pf)
             offset = 0
             for i in range(md.num_row_groups):
                 rg = md.row_group(i)
@@ -568,11 +585,12 @@ class PartitionRewriter:
             columns = list(table.columns)
             schema = table.schema
             del table
-            for i in range(len(columns)):
-                col = columns[i]  # take on chunks would concatenate them per call
-                columns[i] = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
-                del col
-                _release()
+
+            # Two columns at a time when the budget has room for two columns twice.
+            widest = sorted((c.nbytes for c in columns), reverse=True)[:COMBINE_THREADS]
+            fits = sum(c.nbytes for c in columns) + sum(widest) <= self.options.memory_budget * PASS_HEADROOM
+            with HelperPool(COMBINE_THREADS if fits else 1) as pool:
+                list(pool.map(functools.partial(_combine, columns), range(len(columns))))
             table = pa.Table.from_arrays(columns, schema=schema)
         if self.options.unique_by:
             with timed(self.result, "dedup"):
@@ -588,39 +606,84 @@ class PartitionRewriter:
                 del keep
         del columns
         rows = table.num_rows
-        with timed(self.result, "sort"):
+        with HelperPool(1) as pool, timed(self.result, "sort"):
+            # The writer settings are chosen from a sample while the rows are sorted.
+            settings = None if self._writers else pool.submit(writer_properties, self.target, table, self.by)
             perm, run_ends = self._permutation(table)
-        if self._writer is None:
-            self._writer = OutputWriter(self, writer_properties(self.target, table, self.by))
-        writer = self._writer
-        indices = index_array(perm)
+            props = self._writers[0].props if settings is None else settings.result()
+        gather = self._gatherer(table, perm, run_ends)
         del perm
+        group_rows = max(1, rows // GATHER_GROUPS)
+
+        lanes = lane_count(sum(f.size for f in self.files), len(run_ends)) if self._one_pass else 1
+        if lanes > 1:
+            # The second core encodes a second file (see deltaextras.ops.lanes).
+            shares = split_values(run_ends, lanes)
+            self._writers = [OutputWriter(self, props) for _ in shares]
+            starts = [0] + [share[-1] for share in shares[:-1]]
+            self.result.values += write_lanes(
+                [
+                    (writer, value_groups(share, group_rows, start))
+                    for writer, share, start in zip(self._writers, shares, starts, strict=True)
+                ],
+                gather,
+            )
+            return rows
+        if not self._writers:
+            self._writers = [OutputWriter(self, props)]
+        writer = self._writers[0]
         # Values are gathered a group at a time (few hand-overs between the threads: on a busy
         # machine each one waits for a time slice), each group while the previous one is encoded.
-        groups = _groups(run_ends, max(1, rows // GATHER_GROUPS))
-
-        def gather(ends: list[int]) -> tuple[pa.Table, list[int]]:
-            start = ends[0]
-            with timed(self.result, "take"):
-                return table.take(indices.slice(start, ends[-1] - start)), ends
-
+        groups = value_groups(run_ends, group_rows)
         with HelperPool(1) as pool:
             pending = pool.submit(gather, groups[0])
             for k in range(len(groups)):
-                gathered, ends = pending.result()
+                gathered = pending.result()
+                ends = groups[k]
                 if k + 1 < len(groups):
                     pending = pool.submit(gather, groups[k + 1])
-                for a, b in itertools.pairwise(ends):
-                    writer.write_value(gathered.slice(a - ends[0], b - a))
-                    self.result.values += 1
+                self.result.values += writer.write_values(gathered, [end - ends[0] for end in ends])
                 del gathered
         return rows
+
+    def _gatherer(self, table: pa.Table, perm: np.ndarray, run_ends: list[int]) -> Callable[[list[int]], pa.Table]:
+        """A function giving the rows of a group of values (boundaries ``[start, end1, ...]``) in layout
+        order. An integer or time ``by`` column without nulls is not gathered: each value's rows hold
+        its one value (equal integers are equal bits), repeated."""
+        indices = index_array(perm)
+        by = plain_integers(table.column(self.by)) if table.num_columns > 1 else None
+        if by is None:
+
+            def gather(ends: list[int]) -> pa.Table:
+                with timed(self.result, "take"):
+                    return table.take(indices.slice(ends[0], ends[-1] - ends[0]))
+
+            return gather
+        starts = [0, *run_ends[:-1]]
+        values = by[perm[starts]]
+        first_value = {start: k for k, start in enumerate(starts)}
+        where = table.schema.get_field_index(self.by)
+        field = table.schema.field(where)
+        rest = table.remove_column(where)
+
+        def gather_rest(ends: list[int]) -> pa.Table:
+            with timed(self.result, "take"):
+                part = rest.take(indices.slice(ends[0], ends[-1] - ends[0]))
+                k = first_value[ends[0]]
+                lengths = np.diff(ends)
+                column = np.repeat(values[k : k + len(lengths)], lengths)
+                array = pa.Array.from_buffers(field.type, len(column), [None, pa.py_buffer(column)])
+                return part.add_column(where, field, array)
+
+        return gather_rest
 
     def _permutation(self, table: pa.Table) -> tuple[np.ndarray, list[int]]:
         """Row indices in ``by`` order then ``sort_by`` order within each value, and where each value ends."""
         by_col = table.column(self.by).chunk(0)
-        run_ends = self._run_ends(by_col)
-        order = numpy_indices(pc.array_sort_indices(by_col, null_placement="at_end"))
+        with HelperPool(1) as pool:
+            ends = pool.submit(self._run_ends, by_col)
+            order = numpy_indices(pc.array_sort_indices(by_col, null_placement="at_end"))
+            run_ends = ends.result()
         del by_col
         inner = self.sort_keys[1:]
         if not inner:
@@ -653,7 +716,7 @@ class PartitionRewriter:
 
         # One task per thread, each a contiguous share of the values.
         with HelperPool(SORT_THREADS) as pool:
-            list(pool.map(sort_runs, _groups(run_ends, -(-len(order) // SORT_THREADS))))
+            list(pool.map(sort_runs, value_groups(run_ends, -(-len(order) // SORT_THREADS))))
         return perm, run_ends
 
     @staticmethod
@@ -751,25 +814,6 @@ def _prefetched(items: Iterator[Any]) -> Iterator[Any]:
             del item
 
 
-def _groups(run_ends: list[int], rows: int) -> list[list[int]]:
-    """Consecutive values grouped into about ``rows`` rows each, as boundary lists ``[start, end1, ...]``.
-
-    Example:
-        >>> _groups([2, 5, 6, 10], 4)
-        [[0, 2, 5], [5, 6, 10]]
-    """
-    groups: list[list[int]] = []
-    current = [0]
-    for end in run_ends:
-        current.append(end)
-        if end - current[0] >= rows:
-            groups.append(current)
-            current = [end]
-    if len(current) > 1:
-        groups.append(current)
-    return groups or [[0]]
-
-
 def dropped_rows(table: pa.Table, keep: pa.Array) -> pa.Table:
     """The rows de-duplication drops: every row whose index is not in ``keep``, in table order.
 
@@ -781,6 +825,15 @@ def dropped_rows(table: pa.Table, keep: pa.Array) -> pa.Table:
     mask = np.ones(table.num_rows, dtype=bool)
     mask[keep.to_numpy(zero_copy_only=False)] = False
     return table.filter(bool_array(mask))
+
+
+def _combine(columns: list[pa.ChunkedArray | pa.Array], i: int) -> None:
+    """Make one column contiguous in place (take on chunks would concatenate them per call)."""
+    col = columns[i]
+    if isinstance(col, pa.ChunkedArray):
+        columns[i] = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+    del col
+    _release()
 
 
 def _release() -> None:
