@@ -1,4 +1,5 @@
-"""Output lanes: the values of a one-pass rewrite written into several files at once, a thread each.
+"""Writing a pass's values: with one writer, each group of values gathered beside the encoding of the
+previous one (:func:`write_pipelined`), or into several files at once, a thread each (:func:`write_lanes`).
 
 A Parquet file's row groups are encoded one after the other (pyarrow does not expose Arrow's
 column-parallel writer), so a second core can only help by encoding a second file. The pass's values
@@ -120,4 +121,21 @@ def write_lanes(lanes: list[tuple[OutputWriter, list[list[int]]]], gather: Calla
             future.exception()  # every lane stopped before any error is raised
         for future in others:
             written += future.result()
+    return written
+
+
+def write_pipelined(writer: OutputWriter, groups: list[list[int]], gather: Callable[[list[int]], pa.Table]) -> int:
+    """Write value groups with one writer, each group gathered on a helper thread while the previous
+    one is encoded (one lane: a multi-pass rewrite, or a small one). Returns the values written.
+    Groups are a few large hand-overs between the threads: on a busy machine each waits for a time slice.
+    """
+    written = 0
+    with HelperPool(1) as pool:
+        pending = pool.submit(gather, groups[0])
+        for k, ends in enumerate(groups):
+            table = pending.result()
+            if k + 1 < len(groups):
+                pending = pool.submit(gather, groups[k + 1])
+            written += writer.write_values(table, [end - ends[0] for end in ends])
+            del table
     return written

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import itertools
 import logging
 import os
 import shutil
@@ -59,9 +58,10 @@ from ..core.schema import conform
 from ..core.snapshot import LiveFile, TableSnapshot, open_data_file
 from ..core.stats import DEFAULT_INDEXED_COLUMNS
 from ..errors import CorruptDataError, DuplicateKeyError, InvalidArgumentError
-from .lanes import lane_count, split_values, value_groups, write_lanes
+from .lanes import lane_count, split_values, value_groups, write_lanes, write_pipelined
 from .layout import LAYOUT_TAG, RUN_TAG, layout_signature, writer_properties
 from .options import RorderOptions
+from .ordering import gatherer, permutation
 from .output import OutputFile, OutputWriter, RewriteResult, timed
 from .row_keys import canonical_floats, first_rows_hashed, same_values
 from .threads import HelperPool
@@ -74,7 +74,6 @@ PASS_HEADROOM = 1.25  # a pass's rows plus one reordered column fit this many bu
 RELEASE_EVERY = 16 * 1024 * 1024
 READ_THREADS = 2
 OPEN_THREADS = 4
-SORT_THREADS = 2
 COMBINE_THREADS = 2
 GATHER_GROUPS = 16  # a pass's values are gathered in about this many groups
 DIRECT_SPAN = 1 << 20  # integer values spanning fewer than this are routed to passes by one array lookup
@@ -609,9 +608,9 @@ class PartitionRewriter:
         with HelperPool(1) as pool, timed(self.result, "sort"):
             # The writer settings are chosen from a sample while the rows are sorted.
             settings = None if self._writers else pool.submit(writer_properties, self.target, table, self.by)
-            perm, run_ends = self._permutation(table)
+            perm, run_ends = permutation(table, self.by, self.sort_keys[1:])
             props = self._writers[0].props if settings is None else settings.result()
-        gather = self._gatherer(table, perm, run_ends)
+        gather = gatherer(table, self.by, perm, run_ends, self.result)
         del perm
         group_rows = max(1, rows // GATHER_GROUPS)
 
@@ -631,100 +630,8 @@ class PartitionRewriter:
             return rows
         if not self._writers:
             self._writers = [OutputWriter(self, props)]
-        writer = self._writers[0]
-        # Values are gathered a group at a time (few hand-overs between the threads: on a busy
-        # machine each one waits for a time slice), each group while the previous one is encoded.
-        groups = value_groups(run_ends, group_rows)
-        with HelperPool(1) as pool:
-            pending = pool.submit(gather, groups[0])
-            for k in range(len(groups)):
-                gathered = pending.result()
-                ends = groups[k]
-                if k + 1 < len(groups):
-                    pending = pool.submit(gather, groups[k + 1])
-                self.result.values += writer.write_values(gathered, [end - ends[0] for end in ends])
-                del gathered
+        self.result.values += write_pipelined(self._writers[0], value_groups(run_ends, group_rows), gather)
         return rows
-
-    def _gatherer(self, table: pa.Table, perm: np.ndarray, run_ends: list[int]) -> Callable[[list[int]], pa.Table]:
-        """A function giving the rows of a group of values (boundaries ``[start, end1, ...]``) in layout
-        order. An integer or time ``by`` column without nulls is not gathered: each value's rows hold
-        its one value (equal integers are equal bits), repeated."""
-        indices = index_array(perm)
-        by = plain_integers(table.column(self.by)) if table.num_columns > 1 else None
-        if by is None:
-
-            def gather(ends: list[int]) -> pa.Table:
-                with timed(self.result, "take"):
-                    return table.take(indices.slice(ends[0], ends[-1] - ends[0]))
-
-            return gather
-        starts = [0, *run_ends[:-1]]
-        values = by[perm[starts]]
-        first_value = {start: k for k, start in enumerate(starts)}
-        where = table.schema.get_field_index(self.by)
-        field = table.schema.field(where)
-        rest = table.remove_column(where)
-
-        def gather_rest(ends: list[int]) -> pa.Table:
-            with timed(self.result, "take"):
-                part = rest.take(indices.slice(ends[0], ends[-1] - ends[0]))
-                k = first_value[ends[0]]
-                lengths = np.diff(ends)
-                column = np.repeat(values[k : k + len(lengths)], lengths)
-                array = pa.Array.from_buffers(field.type, len(column), [None, pa.py_buffer(column)])
-                return part.add_column(where, field, array)
-
-        return gather_rest
-
-    def _permutation(self, table: pa.Table) -> tuple[np.ndarray, list[int]]:
-        """Row indices in ``by`` order then ``sort_by`` order within each value, and where each value ends."""
-        by_col = table.column(self.by).chunk(0)
-        with HelperPool(1) as pool:
-            ends = pool.submit(self._run_ends, by_col)
-            order = numpy_indices(pc.array_sort_indices(by_col, null_placement="at_end"))
-            run_ends = ends.result()
-        del by_col
-        inner = self.sort_keys[1:]
-        if not inner:
-            return order, run_ends
-        keys = table.select([name for name, _, _ in inner])
-        perm = np.empty_like(order)
-
-        def sort_run(bounds: tuple[int, int]) -> None:
-            start, end = bounds
-            if end - start < 2:
-                perm[start:end] = order[start:end]
-                return
-            part = keys.take(index_array(order[start:end]))
-            plain = plain_integers(part.column(0)) if len(inner) == 1 else None
-            if plain is not None:
-                # Integers and times without nulls: NumPy's introsort, several times faster than a
-                # stable sort; rows with equal keys may change places (they are equal on the keys).
-                idx = np.argsort(plain)
-                perm[start:end] = order[start + (idx[::-1] if inner[0][1] == "descending" else idx)]
-                return
-            if len(inner) == 1:
-                idx = pc.array_sort_indices(part.column(0), order=inner[0][1], null_placement="at_end")
-            else:
-                idx = pc.sort_indices(part, sort_keys=inner)
-            perm[start:end] = order[start + numpy_indices(idx)]
-
-        def sort_runs(ends: list[int]) -> None:
-            for bounds in itertools.pairwise(ends):
-                sort_run(bounds)
-
-        # One task per thread, each a contiguous share of the values.
-        with HelperPool(SORT_THREADS) as pool:
-            list(pool.map(sort_runs, value_groups(run_ends, -(-len(order) // SORT_THREADS))))
-        return perm, run_ends
-
-    @staticmethod
-    def _run_ends(by_col: pa.Array) -> list[int]:
-        """Where each value's rows end once sorted by value (nulls last)."""
-        counts = pc.value_counts(by_col)
-        order = pc.array_sort_indices(counts.field("values"), null_placement="at_end")
-        return list(itertools.accumulate(counts.field("counts").take(order).to_pylist()))
 
     def _deduplicate(self, table: pa.Table) -> pa.Array | None:
         """The rows to keep (``None``: all): rows that repeat an earlier row on every column are dropped;
