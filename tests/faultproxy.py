@@ -272,6 +272,18 @@ class FaultProxy:
             up.close()
 
 
+def through(backend: str, options: dict[str, str], proxy: FaultProxy, **client: str) -> dict[str, str]:
+    """The same storage options, sent through ``proxy`` to Azurite (``backend`` "azurite") or moto S3,
+    plus the given client options (``timeout``, ``max_retries``, ...)."""
+    out = dict(options)
+    if backend == "azurite":
+        out["azure_storage_endpoint"] = f"http://{HOST}:{proxy.port}/devstoreaccount1"
+    else:
+        out["AWS_ENDPOINT_URL"] = f"http://{HOST}:{proxy.port}"
+    out.update(client)
+    return out
+
+
 def _close(sock: socket.socket) -> None:
     with contextlib.suppress(OSError):
         sock.shutdown(socket.SHUT_RDWR)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from faultproxy import FaultProxy, Rule
+from faultproxy import FaultProxy, Rule, through
 from oracle import assert_engines_agree, checksum, engine_checksums, write_sensor_table
 
 import deltaextras
@@ -96,12 +96,7 @@ def test_failed_checkpoint_write_leaves_the_commit(
     before = checksum(uri, direct)
     with FaultProxy(port) as proxy:
         rule = proxy.add(Rule("PUT", r"/_delta_log/(\d{20}\.checkpoint\.parquet|_last_checkpoint)$", fault, times=1000))
-        options = dict(direct)
-        if name == "azurite":
-            options["azure_storage_endpoint"] = f"http://127.0.0.1:{proxy.port}/devstoreaccount1"
-        else:
-            options["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{proxy.port}"
-        options.update({"max_retries": "1", "retry_timeout": "5s", "timeout": "5s"})  # fail fast
+        options = through(name, direct, proxy, max_retries="1", retry_timeout="5s", timeout="5s")  # fail fast
         with caplog.at_level(logging.WARNING, logger="deltaextras"):
             report = deltaextras.rorder(uri, storage_options=options, max_workers=1)[0]
         assert rule.fired >= 1, f"the checkpoint PUT was never made: {proxy.requests('PUT')}"

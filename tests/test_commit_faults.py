@@ -30,7 +30,7 @@ import uuid
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
-from faultproxy import FaultProxy, Rule
+from faultproxy import FaultProxy, Rule, through
 from reliability_support import log_entries, sail_content
 from txn_support import (
     after_op,
@@ -87,17 +87,6 @@ def cloud(request: pytest.FixtureRequest) -> tuple[str, str, dict[str, str], int
     return "s3", "s3://faults", dict(s3.storage_options), s3.port
 
 
-def through(name: str, options: dict[str, str], proxy: FaultProxy) -> dict[str, str]:
-    """The same storage options, sent through the proxy, with a short client timeout."""
-    out = dict(options)
-    if name == "azurite":
-        out["azure_storage_endpoint"] = f"http://127.0.0.1:{proxy.port}/devstoreaccount1"
-    else:
-        out["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{proxy.port}"
-    out["timeout"] = CLIENT_TIMEOUT
-    return out
-
-
 @pytest.mark.parametrize("fault", FAULTS)
 @pytest.mark.parametrize(("op", "target"), CASES, ids=[f"{o}-{t}" for o, t in CASES])
 def test_put_fault_after_write(
@@ -114,7 +103,7 @@ def test_put_fault_after_write(
     before, after = expected(rows), expected(after_op(op, rows))
     with FaultProxy(port) as proxy:
         rule = proxy.add(Rule("PUT", TARGETS[target], fault, delay=HOLD_SECONDS))
-        options = through(name, direct, proxy)
+        options = through(name, direct, proxy, timeout=CLIENT_TIMEOUT)
         first = run_op(op, uri, options)
         assert rule.fired == 1, f"the {fault} fault on the {target} PUT never fired: {proxy.requests('PUT')}"
         if first.kind == "raised":
@@ -157,7 +146,7 @@ def test_log_put_fault_after_a_lost_race(op: str, cloud: tuple[str, str, dict[st
             elif len(attempts) == 2:
                 rules.append(proxy.add(Rule("PUT", rf"/_delta_log/{version:020d}\.json$", "503")))
 
-        options = through(name, direct, proxy)
+        options = through(name, direct, proxy, timeout=CLIENT_TIMEOUT)
         first = run_op(op, uri, options, hooks={"before_commit": before_commit})
         assert len(attempts) >= 2 and rules and rules[0].fired == 1, f"the fault never fired: {attempts}"
         with_other = pa.concat_tables([rows, other])
@@ -189,7 +178,7 @@ def test_rorder_pool_with_a_log_put_fault(fault: str, cloud: tuple[str, str, dic
     want = expected(rows)
     with FaultProxy(port) as proxy:
         rule = proxy.add(Rule("PUT", TARGETS["log"], fault, delay=HOLD_SECONDS))
-        options = through(name, direct, proxy)
+        options = through(name, direct, proxy, timeout=CLIENT_TIMEOUT)
         report = deltaextras.rorder(uri, storage_options=options, max_workers=2, raise_on_failure=False)
         assert rule.fired == 1, f"the fault never fired: {proxy.requests('PUT')}"
         for part in report:
@@ -214,7 +203,7 @@ def test_enable_deletion_vectors_with_a_log_put_fault(fault: str, cloud: tuple[s
     rows = make_table(uri, direct)
     with FaultProxy(port) as proxy:
         rule = proxy.add(Rule("PUT", TARGETS["log"], fault, delay=HOLD_SECONDS))
-        options = through(name, direct, proxy)
+        options = through(name, direct, proxy, timeout=CLIENT_TIMEOUT)
         try:
             first = deltaextras.enable_deletion_vectors(uri, storage_options=options)
         except deltaextras.DeltaExtrasError as exc:

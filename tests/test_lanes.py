@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from faultproxy import FaultProxy, Rule
+from faultproxy import FaultProxy, Rule, through
 from oracle import assert_engines_agree, checksum, engine_checksums, write_sensor_table
 
 import deltaextras
@@ -101,28 +101,31 @@ def cloud(request: pytest.FixtureRequest) -> tuple[str, str, dict[str, str], int
     return "s3", "s3://lanes", dict(s3.storage_options), s3.port
 
 
+def _parquet_keys(storage: TableStorage) -> list[str]:
+    return sorted(k for k, _ in storage.list("") if k.endswith(".parquet"))
+
+
+def _rorder_failing_uploads(name: str, uri: str, direct: dict[str, str], port: int, pattern: str) -> None:
+    """rorder through a proxy that answers every PUT of the output files matching ``pattern`` (whole
+    objects, or the parts of a multipart upload) with a 503 after the emulator took it; the run fails."""
+    with FaultProxy(port) as proxy:
+        rule = proxy.add(Rule("PUT", pattern, "503", times=1000))
+        options = through(name, direct, proxy, max_retries="1", retry_timeout="5s", timeout="10s")  # fail fast
+        with pytest.raises(deltaextras.PartitionsFailedError):
+            deltaextras.rorder(uri, sort_by="utc_time", storage_options=options, max_workers=1)
+        assert rule.fired >= 1, f"the output upload was never made: {proxy.requests('PUT')}"
+
+
 def test_a_failed_upload_in_one_lane_leaves_no_commit_and_no_file(cloud: tuple[str, str, dict[str, str], int]) -> None:
     name, root, direct, port = cloud
     uri = f"{root}/t-{uuid.uuid4().hex[:8]}"
     _big_table(uri, direct)
     before = checksum(uri, direct)
     storage = TableStorage(uri, direct)
-    files_before = sorted(k for k, _ in storage.list("") if k.endswith(".parquet"))
-    with FaultProxy(port) as proxy:
-        # The second output file's upload lands, then the client sees a 503, every time it tries.
-        rule = proxy.add(Rule("PUT", r"/part-00001-[^/]*\.zstd\.parquet$", "503", times=1000))
-        options = dict(direct)
-        if name == "azurite":
-            options["azure_storage_endpoint"] = f"http://127.0.0.1:{proxy.port}/devstoreaccount1"
-        else:
-            options["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{proxy.port}"
-        options.update({"max_retries": "1", "retry_timeout": "5s", "timeout": "10s"})  # fail fast
-        with pytest.raises(deltaextras.PartitionsFailedError):
-            deltaextras.rorder(uri, sort_by="utc_time", storage_options=options, max_workers=1)
-        assert rule.fired >= 1, f"the output upload was never made: {proxy.requests('PUT')}"
+    files_before = _parquet_keys(storage)
+    _rorder_failing_uploads(name, uri, direct, port, r"/part-00001-[^/]*\.zstd\.parquet$")  # the second file
     assert not [k for k, _ in storage.list("_delta_log/") if k.endswith("00000000000000000004.json")]
-    files_after = sorted(k for k, _ in storage.list("") if k.endswith(".parquet"))
-    assert files_after == files_before  # both lanes' files are gone, the landed one too
+    assert _parquet_keys(storage) == files_before  # the other lane's file is gone too
     assert checksum(uri, direct) == before
     report = deltaextras.rorder(uri, sort_by="utc_time", storage_options=direct, max_workers=1)[0]
     assert report.status == "committed" and report.files_added == 2, report
@@ -137,17 +140,7 @@ def test_an_upload_that_landed_before_it_failed_is_deleted(cloud: tuple[str, str
     write_sensor_table(uri, direct, batches=3, nodes=10, rows=500)
     before = checksum(uri, direct)
     storage = TableStorage(uri, direct)
-    files_before = sorted(k for k, _ in storage.list("") if k.endswith(".parquet"))
-    with FaultProxy(port) as proxy:
-        rule = proxy.add(Rule("PUT", r"/part-00000-[^/]*\.zstd\.parquet$", "503", times=1000))
-        options = dict(direct)
-        if name == "azurite":
-            options["azure_storage_endpoint"] = f"http://127.0.0.1:{proxy.port}/devstoreaccount1"
-        else:
-            options["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{proxy.port}"
-        options.update({"max_retries": "1", "retry_timeout": "5s", "timeout": "10s"})
-        with pytest.raises(deltaextras.PartitionsFailedError):
-            deltaextras.rorder(uri, sort_by="utc_time", storage_options=options, max_workers=1)
-        assert rule.fired >= 1, f"the output upload was never made: {proxy.requests('PUT')}"
-    assert sorted(k for k, _ in storage.list("") if k.endswith(".parquet")) == files_before
+    files_before = _parquet_keys(storage)
+    _rorder_failing_uploads(name, uri, direct, port, r"/part-00000-[^/]*\.zstd\.parquet$")
+    assert _parquet_keys(storage) == files_before
     assert checksum(uri, direct) == before

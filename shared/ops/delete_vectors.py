@@ -17,12 +17,15 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..core.actions import Add, DeletionVectorDescriptor
 from ..core.dv import build_descriptors
 from ..core.snapshot import TableSnapshot
 from ..core.storage import TableStorage
-from .delete_scan import Target
+
+if TYPE_CHECKING:  # the scan (and the predicate language under it) is not loaded by a rewrite
+    from .delete_scan import Target
 
 
 def deletion_vectors_enabled(snapshot: TableSnapshot) -> bool:
