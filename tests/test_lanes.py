@@ -21,7 +21,7 @@ import deltaextras
 from deltaextras.core.storage import TableStorage
 from deltaextras.ops.lanes import MIN_LANE_BYTES
 
-ROWS = 300_000  # per append; four appends of 40 nodes are about 21 MiB of Parquet
+ROWS = 375_000  # per append; four appends of 40 nodes are about 27 MiB of Parquet
 
 
 def _big_table(uri: str, options: dict[str, str] | None = None) -> None:
