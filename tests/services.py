@@ -115,6 +115,18 @@ def open_obstore(uri: str, storage_options: Mapping[str, str]) -> Any:
     return from_url(uri, config=config or None, client_options=client or None)
 
 
+def emulator_root(request: Any, container: str) -> tuple[str, str, dict[str, str], int]:
+    """For a fixture parametrized with "azurite" or "s3": (that backend, the root URI of a container or
+    bucket named ``container`` on it, its direct storage options, the emulator's port)."""
+    if request.param == "azurite":
+        az = request.getfixturevalue("azurite")
+        az.create_container(container)
+        return "azurite", f"az://{container}", dict(az.storage_options), az.blob_port
+    s3 = request.getfixturevalue("moto")
+    s3.create_bucket(container)
+    return "s3", f"s3://{container}", dict(s3.storage_options), s3.port
+
+
 def fixtures_dir() -> Path:
     """Where the delta-rs fixture tables live: ``$DELTAEXTRAS_FIXTURES`` or ``<repo>/../shared/...``."""
     env = os.environ.get("DELTAEXTRAS_FIXTURES")

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from faultproxy import FaultProxy, Rule, through
 from oracle import assert_engines_agree, checksum, engine_checksums, write_sensor_table
+from services import emulator_root
 
 import deltaextras
 
@@ -77,13 +78,7 @@ def test_the_tables_interval_decides(tmp_path: Path) -> None:
 @pytest.fixture(params=[pytest.param("azurite", marks=pytest.mark.azurite), pytest.param("s3", marks=pytest.mark.moto)])
 def cloud(request: pytest.FixtureRequest) -> tuple[str, str, dict[str, str], int]:
     """(backend name, table root, direct storage options, emulator port)."""
-    if request.param == "azurite":
-        az = request.getfixturevalue("azurite")
-        az.create_container("ckpt")
-        return "azurite", "az://ckpt", dict(az.storage_options), az.blob_port
-    s3 = request.getfixturevalue("moto")
-    s3.create_bucket("ckpt")
-    return "s3", "s3://ckpt", dict(s3.storage_options), s3.port
+    return emulator_root(request, "ckpt")
 
 
 @pytest.mark.parametrize("fault", ["503", "drop"])

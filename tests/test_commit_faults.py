@@ -32,6 +32,7 @@ import pytest
 from deltalake import DeltaTable
 from faultproxy import FaultProxy, Rule, through
 from reliability_support import log_entries, sail_content
+from services import emulator_root
 from txn_support import (
     after_op,
     append,
@@ -78,13 +79,7 @@ FAULTS = ["503", "drop", "timeout"]
 )
 def cloud(request: pytest.FixtureRequest) -> tuple[str, str, dict[str, str], int]:
     """(backend name, table root, direct storage options, emulator port)."""
-    if request.param == "azurite":
-        az = request.getfixturevalue("azurite")
-        az.create_container("faults")
-        return "azurite", "az://faults", dict(az.storage_options), az.blob_port
-    s3 = request.getfixturevalue("moto")
-    s3.create_bucket("faults")
-    return "s3", "s3://faults", dict(s3.storage_options), s3.port
+    return emulator_root(request, "faults")
 
 
 @pytest.mark.parametrize("fault", FAULTS)

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from faultproxy import FaultProxy, Rule, through
 from oracle import assert_engines_agree, checksum, engine_checksums, write_sensor_table
+from services import emulator_root
 
 import deltaextras
 from deltaextras.core.storage import TableStorage
@@ -92,13 +93,7 @@ def test_a_small_partition_stays_one_file(tmp_path: Path) -> None:
 @pytest.fixture(params=[pytest.param("azurite", marks=pytest.mark.azurite), pytest.param("s3", marks=pytest.mark.moto)])
 def cloud(request: pytest.FixtureRequest) -> tuple[str, str, dict[str, str], int]:
     """(backend name, table root, direct storage options, emulator port)."""
-    if request.param == "azurite":
-        az = request.getfixturevalue("azurite")
-        az.create_container("lanes")
-        return "azurite", "az://lanes", dict(az.storage_options), az.blob_port
-    s3 = request.getfixturevalue("moto")
-    s3.create_bucket("lanes")
-    return "s3", "s3://lanes", dict(s3.storage_options), s3.port
+    return emulator_root(request, "lanes")
 
 
 def _parquet_keys(storage: TableStorage) -> list[str]:
