@@ -122,8 +122,9 @@ def _many_partition_table(path: Path, partitions: int = 12, rows: int = 60_000) 
 
 
 def _interrupt_once_more_if_hung(tmp_path: Path, group: bool) -> tuple[subprocess.CompletedProcess, float]:
-    """:func:`_interrupt`; a run still alive 60 s after the interrupt (seen only on a machine loaded by a
-    whole parallel test run, cause not found yet) is reported with its threads' dump and tried once more."""
+    """:func:`_interrupt`; a run still alive 60 s after the interrupt is reported with its threads' dump
+    and tried once more. (Seen on a loaded machine: the dump showed the calling thread alone, waiting for
+    a report the interrupt had made it drop after dequeuing it; workers now file reports themselves.)"""
     try:
         return _interrupt(tmp_path, group)
     except _Hung as exc:

@@ -105,7 +105,11 @@ def run_partitions(
     todo: queue.SimpleQueue[int] = queue.SimpleQueue()
     for i in range(len(items)):
         todo.put(i)
-    done: queue.SimpleQueue[tuple[int, PartitionReport]] = queue.SimpleQueue()
+    # A worker files its report in ``results`` itself and only then wakes the calling thread through
+    # ``done``: an interrupt that lands in the calling thread just after it dequeued a wake-up loses
+    # nothing (a report handed over through the queue alone was lost there, and the wait for it hung).
+    done: queue.SimpleQueue[int] = queue.SimpleQueue()
+    results: dict[int, PartitionReport] = {}
     started: set[int] = set()
     lock = threading.Lock()
 
@@ -119,7 +123,10 @@ def run_partitions(
                 if gate.closed:
                     return
                 started.add(i)
-            done.put((i, work(items[i], lambda i=i: gate.enter(i))))
+            report = work(items[i], lambda i=i: gate.enter(i))
+            with lock:
+                results[i] = report
+            done.put(i)
 
     threads = [
         threading.Thread(target=loop, name=f"{THREAD_PREFIX}-{k}", daemon=True)
@@ -130,15 +137,19 @@ def run_partitions(
     reports: dict[int, PartitionReport] = {}
 
     def take(block: bool) -> bool:
+        """Wait for (or poll) a wake-up; report every filed result not reported yet."""
         try:
-            i, r = done.get(timeout=_POLL) if block else done.get_nowait()
+            done.get(timeout=_POLL) if block else done.get_nowait()
+            woke = True
         except queue.Empty:
-            return False
-        if i not in reports:
-            reports[i] = r
+            woke = False
+        with lock:
+            fresh = sorted(results.keys() - reports.keys())
+        for i in fresh:
+            reports[i] = results[i]
             if progress:
-                progress(r)
-        return True
+                progress(results[i])
+        return woke
 
     try:
         while len(reports) < len(items):
