@@ -161,10 +161,10 @@ def _register(sub: Any, module: str) -> None:
 
 # ---------------------------------------------------------------------- commands
 def cmd_plan(args: argparse.Namespace) -> int:
-    from ..ops.plan import plan_table
+    from ..ops.plan import plan_units
 
     kwargs = _option_kwargs(args)
-    plan = plan_table(args.table, storage_options=_storage_options(args), **kwargs)
+    plan = plan_units(args.table, storage_options=_storage_options(args), **kwargs)
     if args.messages:
         for m in plan.messages():
             print(m.to_json())
@@ -348,9 +348,8 @@ def _layout_figures(path: str, read_amplification: Any) -> dict[str, float]:
 def _render_plan(plan: Any) -> None:
     print(f"{plan.uri} at version {plan.version}: by {plan.by}, units by {plan.partition_name or '(whole table)'}")
     for p in plan.partitions:
-        deleted = sum(f.deleted_rows for f in p.files)
-        extra = f", {deleted} deleted rows" if deleted else ""
-        print(f"  {p.label:<30} {p.action:<8} {len(p.files):>6} files {p.bytes / 2**20:>9.2f} MiB{extra}  {p.reason}")
+        extra = f", {p.deleted_rows} deleted rows" if p.deleted_rows else ""
+        print(f"  {p.label:<30} {p.action:<8} {p.file_count:>6} files {p.bytes / 2**20:>9.2f} MiB{extra}  {p.reason}")
     print(f"{len(plan.to_rewrite())} to rewrite, {len(plan.skipped())} skipped")
 
 

@@ -151,7 +151,7 @@ class TableConfig:
         return out
 
     def plan_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of :func:`deltaextras.ops.plan.plan_table` for this table."""
+        """Keyword arguments of :func:`deltaextras.ops.plan.plan_units` for this table."""
         o = self.options
         return {
             "by": o.by,

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import DeltaExtrasError
-from ..ops.plan_stream import LeanPlan, plan_table_lean
+from ..ops.plan import TablePlan, plan_units
 from .config import AppConfig, TableConfig
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ class DispatchReport:
 
 def plan_tables(
     config: AppConfig, *, concurrency: int = DEFAULT_CONCURRENCY
-) -> list[tuple[TableConfig, LeanPlan | BaseException]]:
+) -> list[tuple[TableConfig, TablePlan | BaseException]]:
     """Plan every configured table at its current version; a failure is returned in place of the plan.
 
     Example:
@@ -111,9 +111,9 @@ def plan_tables(
         ['TableNotFoundError']
     """
 
-    def one(table: TableConfig) -> LeanPlan | BaseException:
+    def one(table: TableConfig) -> TablePlan | BaseException:
         try:
-            return plan_table_lean(table.uri, **table.plan_kwargs())
+            return plan_units(table.uri, **table.plan_kwargs())
         except Exception as exc:
             return exc
 

@@ -29,7 +29,7 @@ from typing import Any
 from ..core.storage import normalize_uri
 from ..errors import InvalidArgumentError
 from ..ops.message import RorderMessage, partition_value_to_str
-from ..ops.plan_stream import plan_table_lean
+from ..ops.plan import plan_units
 from .config import AppConfig, TableConfig
 
 Send = Callable[[Sequence[str]], Any]
@@ -91,7 +91,7 @@ def build_messages(
         kwargs.update(extra)
         if storage_options is not None:
             kwargs["storage_options"] = {**(kwargs.get("storage_options") or {}), **storage_options}
-        return [m.to_json() for m in plan_table_lean(uri, **kwargs).messages()]
+        return [m.to_json() for m in plan_units(uri, **kwargs).messages()]
     bodies = []
     for value in partitions or []:
         data: dict[str, Any] = {"path": uri, "partition_value": partition_value_to_str(value)}

@@ -237,9 +237,9 @@ def rorder_spark(
         >>> reports = rorder_spark(spark, "/data/sensors", sort_by="utc_time")  # doctest: +SKIP
         >>> reports.groupBy("status").count().show()  # doctest: +SKIP
     """
-    from ..ops.plan import plan_table
+    from ..ops.plan import plan_units
 
-    plan = plan_table(
+    plan = plan_units(
         os.fspath(table_uri) if isinstance(table_uri, os.PathLike) else table_uri,
         by=by,
         sort_by=sort_by,

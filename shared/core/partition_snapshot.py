@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -313,10 +313,13 @@ def tail_entries(head: LogHead) -> Iterator[tuple[int, list[FileEntry]]]:
 class PartitionSnapshot(TableSnapshot):
     """A :class:`TableSnapshot` that holds the files of one partition only (``scope``)."""
 
-    def __init__(self, head: LogHead, column: str | None, value: str | None) -> None:
-        state = LogState(
-            head.version, head.protocol, head.metadata, partition_adds(head, column, value), head.txns, head.domains
-        )
+    def __init__(
+        self, head: LogHead, column: str | None, value: str | None, adds: Iterable[Add] | None = None
+    ) -> None:
+        """The partition ``column = value`` of ``head``'s version; its live ``adds`` when a planner read
+        them already (else they are read from the log now)."""
+        live = partition_adds(head, column, value) if adds is None else {a.file_id: a for a in adds}
+        state = LogState(head.version, head.protocol, head.metadata, live, head.txns, head.domains)
         super().__init__(head.storage, state, None)
         self.scope: tuple[str | None, str | None] = (column, value)
 

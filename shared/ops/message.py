@@ -53,6 +53,9 @@ from ..errors import InvalidArgumentError, MessageError, shown
 from .options import MAX_LONG, RorderOptions  # versions and sizes are Delta/Parquet longs
 
 MESSAGE_VERSION = 1
+# Azure queue messages hold 64 KiB of base64, i.e. 48 KiB of JSON; a plan lists a unit's files in its
+# message while the message stays under this many characters (keeping a margin).
+MAX_MESSAGE_JSON = 40_000
 # Integer partition values: Delta's widest integral partition type is decimal(38, 0).
 MAX_PARTITION_DIGITS = 38
 UNREADABLE_JSON = "message is not a readable JSON object (a number with thousands of digits, or nesting too deep)"

@@ -1,5 +1,11 @@
-"""Planning: from one table snapshot, which partitions need a rewrite, which are already in layout,
-and the work message for each.
+"""Planning: the one planner of every caller (``rorder``, ``plan_messages``, ``rorder_setup_multi``,
+``plan_table``, the orchestrator, ``deltaextras plan``, ``rorder_spark``).
+
+One streaming pass over the log (:mod:`deltaextras.ops.tally`) tallies the table per unit — the unit kind
+and its keying live in :mod:`deltaextras.ops.units` — then each unit is decided: rewrite, or skip with a
+reason. Only units whose tallies cannot tell (one untagged file per directory, the tiered layout's runs)
+have their files read, in one more filtered pass. Memory follows the units, not the files; a plan that
+must hand out file lists (``plan_table``, ``rorder``, ``rorder_setup_multi``) asks for them explicitly.
 
 Example:
     >>> import tempfile, pyarrow as pa
@@ -21,166 +27,197 @@ import dataclasses
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
+from ..core.partition_snapshot import LogHead, read_head
+from ..core.protocol import check_protocol
 from ..core.snapshot import LiveFile, TableSnapshot, open_data_file
+from ..core.storage import TableStorage
 from ..errors import InvalidArgumentError, PartitionNotFoundError
 from .layout import LAYOUT_TAG, RUN_TAG, layout_signature, row_groups_in_layout
-from .message import RorderMessage, partition_value_to_str
+from .message import MAX_MESSAGE_JSON, RorderMessage
 from .options import RorderOptions
-from .tiers import select_files
+from .tally import FILE_JSON_OVERHEAD, Tally
+from .tiers import TierSelection, select_files
+from .units import RANGE_SUFFIX, UnitKey, UnitKind, UnitScheme, resolve_unit, scheme_for
 
-RANGE_SUFFIX = "_range"
-# Azure queue messages hold 64 KiB of base64, i.e. 48 KiB of JSON; keep a margin.
-MAX_MESSAGE_JSON = 40_000
+__all__ = [
+    "MAX_MESSAGE_JSON",
+    "RANGE_SUFFIX",
+    "PartitionPlan",
+    "TablePlan",
+    "Unit",
+    "in_layout",
+    "partition_not_found",
+    "plan_table",
+    "plan_units",
+    "resolve_unit",
+    "work_message",
+]
 
-
-def resolve_unit(snapshot: TableSnapshot, by: str | None, partition_name: str | None = None) -> tuple[str | None, str]:
-    """The partition column that cuts the table into units, and the row-group column.
-
-    Example: a table partitioned by ``node_id_range`` gives ``("node_id_range", "node_id")``.
-    """
-    parts = snapshot.partition_columns
-    if partition_name is not None:
-        if partition_name not in parts:
-            raise InvalidArgumentError(
-                f"partition_name {partition_name!r} is not a partition column of the table "
-                f"(partition columns: {', '.join(parts) or 'none'})"
-            )
-        unit = partition_name
-    elif not parts:
-        unit = None
-    else:
-        ranged = [c for c in parts if c.endswith(RANGE_SUFFIX)]
-        unit = ranged[0] if len(ranged) == 1 else parts[0]
-    if by is None:
-        if unit is None:
-            raise InvalidArgumentError("the table is not partitioned; pass by= to name the row-group column")
-        if not unit.endswith(RANGE_SUFFIX):
-            raise InvalidArgumentError(
-                f"partition column {unit!r} does not end in {RANGE_SUFFIX!r}, so the row-group column cannot be "
-                "derived; pass by= to name it"
-            )
-        by = unit[: -len(RANGE_SUFFIX)]
-    snapshot.schema.column(by, "by")
-    return unit, by
+FileLists = Literal["none", "rewrite", "all"]
 
 
 @dataclass
-class PartitionPlan:
-    """One unit of work: a partition (or the whole table) and what to do with it."""
+class Unit:
+    """One unit of work (a partition, or the whole table) and what to do with it."""
 
-    partition_name: str | None
-    partition_value: str | None
-    files: list[LiveFile]
+    key: UnitKey
+    tally: Tally
     action: str  # "rewrite" | "skip"
     reason: str = ""
-    # The tiered layout's figures (deltaextras.ops.tiers.TierSelection.summary); None in the full layout.
-    tiers: dict[str, int] | None = None
+    # The tiered layout: the files the run rewrites (the unit's others stay); None in the full layout.
+    selection: TierSelection | None = None
+    # The unit's live files, when the plan holds them (``files=`` of :func:`plan_units`, or read to decide).
+    live_files: list[LiveFile] | None = field(default=None, repr=False)
+
+    @property
+    def kind(self) -> UnitKind:
+        return self.key.kind
+
+    @property
+    def partition_name(self) -> str | None:
+        return self.key.partition_name
+
+    @property
+    def partition_value(self) -> str | None:
+        return self.key.partition_value
 
     @property
     def has_partition(self) -> bool:
-        return self.partition_name is not None
-
-    @property
-    def bytes(self) -> int:
-        return sum(f.size for f in self.files)
+        return self.key.has_partition
 
     @property
     def label(self) -> str:
-        return f"{self.partition_name}={self.partition_value}" if self.partition_name else "(table)"
+        return self.key.label
+
+    @property
+    def files(self) -> list[LiveFile]:
+        """The files the unit's rewrite reads (in the tiered layout, the selection)."""
+        if self.selection is not None:
+            return self.selection.files
+        if self.live_files is None:
+            raise InvalidArgumentError(
+                f"the plan of {self.label} was made without file lists; plan with plan_table() to get them"
+            )
+        return self.live_files
+
+    @property
+    def file_count(self) -> int:
+        return self.tally.files if self.selection is None else len(self.selection.files)
+
+    @property
+    def bytes(self) -> int:
+        return self.tally.bytes if self.selection is None else self.selection.bytes
+
+    @property
+    def deleted_rows(self) -> int:
+        return self.tally.deleted if self.selection is None else sum(f.deleted_rows for f in self.selection.files)
+
+    @property
+    def tiers(self) -> dict[str, int] | None:
+        """The tiered layout's figures (:meth:`~deltaextras.ops.tiers.TierSelection.summary`); None otherwise."""
+        return None if self.selection is None else self.selection.summary()
+
+    def listed(self) -> list[tuple[str, int]] | None:
+        """The (path, size) pairs the unit's message lists; None when they would not fit a message."""
+        if self.selection is None:
+            return self.tally.listed
+        files = [(f.path, f.size) for f in self.selection.files]
+        if self.tally.budget is not None and sum(len(p) + FILE_JSON_OVERHEAD for p, _ in files) > self.tally.budget:
+            return None
+        return files
+
+    def message_fields(self) -> dict[str, Any]:
+        return self.key.message_fields()
+
+
+PartitionPlan = Unit  # the name of earlier releases
 
 
 @dataclass
 class TablePlan:
-    """The plan of a whole table at one version."""
+    """The plan of a whole table at one version: its units, in order."""
 
     uri: str
     version: int
     partition_name: str | None
     by: str
     options: RorderOptions
-    partitions: list[PartitionPlan] = field(default_factory=list)
+    partitions: list[Unit] = field(default_factory=list)
+    # Earlier releases planned from a whole in-memory snapshot; plans no longer hold one.
     snapshot: TableSnapshot | None = field(default=None, repr=False, compare=False)
+    # The log head the plan was made from (without its commits), for snapshots of single units.
+    head: LogHead | None = field(default=None, repr=False, compare=False)
 
-    def to_rewrite(self) -> list[PartitionPlan]:
+    @property
+    def units(self) -> list[Unit]:
+        return self.partitions
+
+    def to_rewrite(self) -> list[Unit]:
         return [p for p in self.partitions if p.action == "rewrite"]
 
-    def skipped(self) -> list[PartitionPlan]:
+    def skipped(self) -> list[Unit]:
         return [p for p in self.partitions if p.action == "skip"]
 
-    def message(self, part: PartitionPlan) -> RorderMessage:
-        """The work message of one partition; the file list is left out when it would not fit a queue
-        message (the worker then plans the same files from the same table version)."""
-        return work_message(self, part, tuple((f.path, f.size) for f in part.files))
+    def message(self, part: Unit) -> RorderMessage:
+        """The work message of one unit; the file list is left out when it would not fit a queue message
+        (the worker then plans the same files from the same table version)."""
+        listed = part.listed()
+        return work_message(self, part, None if listed is None else tuple(listed))
 
     def messages(self) -> list[RorderMessage]:
-        """Ready-to-send messages for every partition that needs work."""
+        """Ready-to-send messages for every unit that needs work."""
         return [self.message(p) for p in self.to_rewrite()]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly summary (for ``deltaextras plan --json``)."""
-        return plan_summary(self, [(p, len(p.files), sum(f.deleted_rows for f in p.files)) for p in self.partitions])
+        return {
+            "table": self.uri,
+            "version": self.version,
+            "partition_name": self.partition_name,
+            "by": self.by,
+            "layout": self.options.layout,
+            "partitions": [
+                {
+                    **p.key.summary_fields(),
+                    "action": p.action,
+                    "reason": p.reason,
+                    "files": p.file_count,
+                    "bytes": p.bytes,
+                    "deleted_rows": p.deleted_rows,
+                    **({"tiers": p.tiers} if p.tiers is not None else {}),
+                }
+                for p in self.partitions
+            ],
+        }
 
 
-def work_message(plan: Any, part: Any, files: tuple[tuple[str, int], ...] | None) -> RorderMessage:
-    """The work message of one partition of a plan (:class:`TablePlan` or the orchestrator's lean plan):
-    table, version, partition and options, and ``files`` unless the message would not fit a queue message.
+def work_message(plan: TablePlan, unit: Unit, files: tuple[tuple[str, int], ...] | None) -> RorderMessage:
+    """The work message of one unit of a plan: table, version, unit and options, and ``files`` unless the
+    message would not fit a queue message.
 
     Example:
-        >>> from types import SimpleNamespace as NS
-        >>> plan = NS(uri="/t", version=3, by="k", options=RorderOptions())
-        >>> part = NS(partition_name="k_range", partition_value="0", has_partition=True)
-        >>> m = work_message(plan, part, (("a.parquet", 10),))
+        >>> from deltaextras.ops.units import PartitionKey
+        >>> plan = TablePlan("/t", 3, "k_range", "k", RorderOptions())
+        >>> unit = Unit(PartitionKey("k_range", "0"), Tally(), "rewrite")
+        >>> m = work_message(plan, unit, (("a.parquet", 10),))
         >>> m.version, m.partition_value, m.files
         (3, '0', (('a.parquet', 10),))
     """
     msg = RorderMessage(
         path=plan.uri,
         version=plan.version,
-        partition_name=part.partition_name,
-        partition_value=part.partition_value,
-        has_partition=part.has_partition,
         files=files,
         options=dataclasses.replace(plan.options, by=plan.by),
+        **unit.message_fields(),
     )
     if len(msg.to_json()) > MAX_MESSAGE_JSON:
         msg = msg.with_files(None)
     return msg
 
 
-def plan_summary(plan: Any, parts: list[tuple[Any, int, int]]) -> dict[str, Any]:
-    """The JSON-friendly summary of a plan: ``parts`` are (partition, file count, deleted rows).
-
-    Example:
-        >>> from types import SimpleNamespace as NS
-        >>> plan = NS(uri="/t", version=3, partition_name="k_range", by="k", options=RorderOptions())
-        >>> part = NS(partition_value="0", action="skip", reason="empty", bytes=0)
-        >>> plan_summary(plan, [(part, 0, 0)])["partitions"][0]["action"]
-        'skip'
-    """
-    return {
-        "table": plan.uri,
-        "version": plan.version,
-        "partition_name": plan.partition_name,
-        "by": plan.by,
-        "layout": plan.options.layout,
-        "partitions": [
-            {
-                "partition_value": p.partition_value,
-                "action": p.action,
-                "reason": p.reason,
-                "files": files,
-                "bytes": p.bytes,
-                "deleted_rows": deleted,
-                **({"tiers": p.tiers} if getattr(p, "tiers", None) is not None else {}),
-            }
-            for p, files, deleted in parts
-        ],
-    }
-
-
-def in_layout(snapshot: TableSnapshot, files: list[LiveFile], by: str, options: RorderOptions) -> str | None:
+def in_layout(snapshot: LogHead | TableSnapshot, files: list[LiveFile], by: str, options: RorderOptions) -> str | None:
     """Why a unit's files already have the full layout (a reason string), or None if they need a rewrite.
     (The tiered layout decides with :func:`deltaextras.ops.tiers.select_files`.)"""
     if not files:
@@ -222,6 +259,73 @@ def partition_not_found(
     )
 
 
+def plan_units(
+    table: Any,
+    *,
+    by: str | None = None,
+    sort_by: Any = None,
+    unique_by: Any = None,
+    partitions: list[Any] | None = None,
+    target_file_size: int | None = None,
+    memory_budget: int | None = None,
+    max_deleted_rows_ratio: float | None = None,
+    layout: str | None = None,
+    storage_options: dict[str, str] | None = None,
+    version: int | None = None,
+    snapshot: TableSnapshot | None = None,
+    files: FileLists = "none",
+    list_budget: int | None = MAX_MESSAGE_JSON,
+) -> TablePlan:
+    """Plan every (or the named) unit of a table at one version in one streaming pass over its log.
+
+    ``table`` is a URI, a path or a ``deltalake.DeltaTable`` (its URI, version and storage options are used).
+    ``files`` says which units' live files the plan holds (``"none"``: memory follows the units;
+    ``"rewrite"``: the units to rewrite; ``"all"``). A unit's message lists its files while their JSON stays
+    under ``list_budget`` characters (None: every file is listed, for callers that hand the lists out).
+    ``snapshot`` (of earlier releases) names the table and version to plan.
+
+    Example:
+        >>> import tempfile, pyarrow as pa
+        >>> from deltalake import write_deltalake
+        >>> path = tempfile.mkdtemp()
+        >>> write_deltalake(path, pa.table({"k": [2, 1, 12], "k_range": [0, 0, 1]}), partition_by=["k_range"])
+        >>> plan = plan_units(path)
+        >>> [(u.kind.value, u.label, u.action, u.file_count) for u in plan.units]
+        [('partition', 'k_range=0', 'rewrite', 1), ('partition', 'k_range=1', 'skip', 1)]
+        >>> plan.units[1].reason
+        'already in layout: one file whose row groups each hold one value'
+    """
+    if snapshot is not None:
+        table, storage_options, version = snapshot.storage.uri, snapshot.storage.storage_options, snapshot.version
+    uri, storage_options, version = _table_args(table, storage_options, version)
+    head = read_head(TableStorage(uri, storage_options), version)
+    check_protocol(head.protocol, dict(head.metadata.configuration or {}), head.metadata.schema_string)
+    options = RorderOptions.build(
+        by=by,
+        sort_by=sort_by,
+        unique_by=unique_by,
+        target_file_size=target_file_size,
+        memory_budget=memory_budget,
+        max_deleted_rows_ratio=max_deleted_rows_ratio,
+        layout=layout,
+    )
+    scheme = scheme_for(head, options.by)
+    for c, _ in options.sort_by:
+        head.schema.column(c, "sort_by")
+    for c in options.unique_by:
+        head.schema.column(c, "unique_by")
+    signature = layout_signature(scheme.by, options.sort_by, options.unique_by)
+    groups = _group(scheme, scheme.tally(head, signature, list_budget))
+    if partitions is not None:
+        groups = _wanted(scheme, groups, partitions, head.version)
+    units = _decide(head, scheme, groups, options, signature)
+    if files != "none":
+        _attach_files(head, scheme, groups, [u for u in units if files == "all" or u.action == "rewrite"])
+    units.sort(key=lambda u: u.key.sort_key())
+    lean_head = dataclasses.replace(head, tail=[])
+    return TablePlan(head.storage.uri, head.version, scheme.column, scheme.by, options, units, head=lean_head)
+
+
 def plan_table(
     table: Any,
     *,
@@ -237,60 +341,122 @@ def plan_table(
     version: int | None = None,
     snapshot: TableSnapshot | None = None,
 ) -> TablePlan:
-    """Plan every (or the named) partition of a table at one version.
+    """Plan every (or the named) partition of a table at one version, with each unit's live files.
 
     ``table`` is a URI, a path or a ``deltalake.DeltaTable`` (its URI, version and storage options are used).
     In the tiered ``layout`` a partition's plan lists only the files its run rewrites (fresh files, merged
-    tiers), and its ``tiers`` say how many of each.
+    tiers), and its ``tiers`` say how many of each. The plan is :func:`plan_units`'s with every unit's
+    files held (``files="all"``).
     """
-    uri, storage_options, version = _table_args(table, storage_options, version)
-    snap = snapshot or TableSnapshot.load(uri, storage_options, version)
-    options = RorderOptions.build(
+    return plan_units(
+        table,
         by=by,
         sort_by=sort_by,
         unique_by=unique_by,
+        partitions=partitions,
         target_file_size=target_file_size,
         memory_budget=memory_budget,
         max_deleted_rows_ratio=max_deleted_rows_ratio,
         layout=layout,
+        storage_options=storage_options,
+        version=version,
+        snapshot=snapshot,
+        files="all",
     )
-    unit, by_col = resolve_unit(snap, options.by)
-    for c, _ in options.sort_by:
-        snap.schema.column(c, "sort_by")
-    for c in options.unique_by:
-        snap.schema.column(c, "unique_by")
-    plan = TablePlan(snap.storage.uri, snap.version, unit, by_col, options, snapshot=snap)
-    if unit is None:
-        groups: dict[str | None, list[LiveFile]] = {None: list(snap.files)} if snap.files else {}
-    else:
-        groups = snap.partitions(unit)
-    if partitions is not None:
-        wanted = [partition_value_to_str(v) for v in partitions]
-        missing = [w for w in wanted if w not in groups]
-        if missing:
-            raise partition_not_found(unit, missing[0], snap.version, groups)
-        groups = {w: groups[w] for w in wanted}
-    for value in sorted(groups, key=lambda v: (v is None, _sort_key(v))):
-        files = groups[value]
+
+
+Groups = dict[UnitKey, tuple[Tally, list[Any]]]
+
+
+def _group(scheme: UnitScheme, tallies: dict[Any, Tally]) -> Groups:
+    """The tallies of raw keys gathered per unit (a unit's raw keys are the spellings the log uses)."""
+    groups: Groups = {}
+    for raw, t in tallies.items():
+        key = scheme.unit(raw)
+        if key in groups:
+            groups[key][0].merge(t)
+            groups[key][1].append(raw)
+        else:
+            groups[key] = (t, [raw])
+    return groups
+
+
+def _wanted(scheme: UnitScheme, groups: Groups, partitions: list[Any], version: int) -> Groups:
+    """The units ``partitions=[...]`` names; one that has no live files is a :class:`PartitionNotFoundError`."""
+    wanted = [scheme.wanted(v) for v in partitions]
+    missing = [w for w in wanted if w not in groups]
+    if missing:
+        known = [k.partition_value for k in groups]
+        raise partition_not_found(scheme.column, missing[0].partition_value, version, known)
+    return {w: groups[w] for w in wanted}
+
+
+def _decide(head: LogHead, scheme: UnitScheme, groups: Groups, options: RorderOptions, signature: str) -> list[Unit]:
+    """Each unit decided from its tally, or (when only its files can tell) from its files, read in one pass."""
+    units: list[Unit] = []
+    look: list[UnitKey] = []
+    for key, (t, _raws) in groups.items():
+        verdict = _verdict(t, options, signature)
+        if verdict is _LOOK:
+            look.append(key)
+        elif options.layout == "tiered":
+            quiet = TierSelection(runs_before=1, runs_after=1)  # one settled run: nothing to do
+            units.append(Unit(key, t, "skip", quiet.reason(), quiet))
+        else:
+            units.append(Unit(key, t, "skip" if verdict else "rewrite", verdict or f"{t.files} file(s)"))
+    if not look:
+        return units
+    read = _files_of(head, scheme, {k: groups[k][1] for k in look})
+    for key in look:
+        t, files = groups[key][0], read[key]
         if options.layout == "tiered":
-            sel = select_files(files, snap.schema, by_col, options)
-            action = "rewrite" if sel.files else "skip"
-            plan.partitions.append(PartitionPlan(unit, value, sel.files, action, sel.reason(), sel.summary()))
-            continue
-        reason = in_layout(snap, files, by_col, options)
-        plan.partitions.append(
-            PartitionPlan(unit, value, files, "skip" if reason else "rewrite", reason or f"{len(files)} file(s)")
+            sel = select_files(files, head.schema, scheme.by, options)
+            units.append(Unit(key, t, "rewrite" if sel.files else "skip", sel.reason(), sel, files))
+        else:
+            why = in_layout(head, files, scheme.by, options)
+            units.append(Unit(key, t, "skip" if why else "rewrite", why or f"{t.files} file(s)", None, files))
+    return units
+
+
+def _attach_files(head: LogHead, scheme: UnitScheme, groups: Groups, units: list[Unit]) -> None:
+    """Give the units that do not hold their live files yet their files (one filtered pass)."""
+    need = [u for u in units if u.live_files is None]
+    if need:
+        read = _files_of(head, scheme, {u.key: groups[u.key][1] for u in need})
+        for u in need:
+            u.live_files = read[u.key]
+
+
+def _files_of(head: LogHead, scheme: UnitScheme, raws: dict[UnitKey, list[Any]]) -> dict[UnitKey, list[LiveFile]]:
+    by_raw = scheme.files(head, [r for rs in raws.values() for r in rs])
+    return {key: [f for r in rs for f in by_raw[r]] for key, rs in raws.items()}
+
+
+_LOOK = object()
+
+
+def _verdict(t: Tally, options: RorderOptions, signature: str) -> Any:
+    """The reason a unit is in layout, None if it needs a rewrite, or ``_LOOK`` when only its files can tell
+    (the tallied form of :func:`in_layout`; the tiered layout's files decide in
+    :func:`deltaextras.ops.tiers.select_files`)."""
+    if not t.files:
+        return "no live files"
+    if options.layout == "tiered":
+        # One run, nothing fresh and few deleted rows: nothing to do; else its files decide.
+        quiet = not t.deleted or (t.records and t.deleted / t.records <= options.max_deleted_rows_ratio)
+        if quiet and t.tagged == t.files and not t.run_nulls and len(t.runs) == 1:
+            return "tiered: no fresh files, 1 tier(s), nothing to merge"
+        return _LOOK
+    if t.deleted and t.records and t.deleted / t.records > options.max_deleted_rows_ratio:
+        return None
+    if t.tagged == t.files and not t.run_nulls and len(t.runs) == 1:
+        extra = (
+            f" ({t.deleted} deleted rows under the {options.max_deleted_rows_ratio:.0%} threshold)" if t.deleted else ""
         )
-    return plan
-
-
-def _sort_key(v: str | None) -> tuple[int, Any]:
-    if v is None:
-        return (2, "")
-    try:
-        return (0, float(v))
-    except ValueError:
-        return (1, v)
+        return f"already in layout: {t.files} file(s) from one rewrite{extra}"
+    if t.files == max(1, len(t.dirs)) and not t.deleted and not options.sort_by and not options.unique_by:
+        return _LOOK
+    return None
 
 
 def _table_args(

@@ -50,7 +50,7 @@ from .carry import Carrier
 from .changes import ChangeSink, as_deletes, change_data_feed_enabled
 from .checkpoint import checkpoint_after_rewrite
 from .message import RorderMessage
-from .plan import in_layout, partition_not_found, plan_table, resolve_unit
+from .plan import TablePlan, Unit, in_layout, partition_not_found, plan_units, resolve_unit
 from .pool import RunInterrupted, run_partitions
 from .report import PartitionReport, RorderReport
 from .rewrite import OutputFile, PartitionRewriter, RewriteResult
@@ -500,7 +500,7 @@ def rorder(
         ['committed', 'committed']
     """
     del max_materialize_size
-    plan = plan_table(
+    plan = plan_units(
         dt_or_uri,
         by=by,
         sort_by=sort_by,
@@ -511,6 +511,7 @@ def rorder(
         max_deleted_rows_ratio=max_deleted_rows_ratio,
         layout=layout,
         storage_options=storage_options,
+        files="rewrite",
     )
     options = _plan_storage_options(dt_or_uri, storage_options)
     report = RorderReport()
@@ -521,6 +522,7 @@ def rorder(
         report.partitions.append(skipped)
         if progress:
             progress(skipped)
+    snapshot_of = _unit_snapshots(plan)
     messages = [m.to_dict() for m in plan.messages()]
     if max_workers is not None and max_workers < 1:
         raise InvalidArgumentError(f"max_workers must be at least 1, got {max_workers}")
@@ -528,7 +530,7 @@ def rorder(
         report.partitions.extend(
             run_partitions(
                 messages,
-                lambda m, before_commit: _run_one(m, options, plan.snapshot, before_commit),
+                lambda m, before_commit: _run_one(m, options, snapshot_of(m), before_commit),
                 workers=max_workers or os.cpu_count() or 1,
                 progress=progress,
                 describe=lambda m: PartitionReport.failure(m, Exception(), 0.0),
@@ -547,6 +549,22 @@ def rorder(
     return report
 
 
+def _unit_snapshots(plan: TablePlan) -> Callable[[dict[str, Any]], TableSnapshot | None]:
+    """For each message of the plan, the snapshot of its unit, built on first use from the files the plan
+    read (so no worker reads the log again); the plan then lets go of them."""
+    units: dict[tuple[Any, Any], Unit] = {(u.partition_name, u.partition_value): u for u in plan.to_rewrite()}
+
+    def snapshot_of(message: dict[str, Any]) -> TableSnapshot | None:
+        unit = units.pop((message.get("partition_name"), message.get("partition_value")), None)
+        if unit is None or unit.live_files is None or plan.head is None:
+            return None
+        files, unit.live_files = unit.live_files, None
+        column = unit.partition_name
+        return PartitionSnapshot(plan.head, column, unit.partition_value, (f.add for f in files))
+
+    return snapshot_of
+
+
 def _plan_storage_options(dt_or_uri: Any, storage_options: dict[str, str] | None) -> dict[str, str] | None:
     if storage_options is not None or isinstance(dt_or_uri, (str, os.PathLike)):
         return storage_options
@@ -556,7 +574,8 @@ def _plan_storage_options(dt_or_uri: Any, storage_options: dict[str, str] | None
 def plan_messages(dt_or_uri: Any, **kwargs: Any) -> list[dict[str, Any]]:
     """Ready-to-send messages (JSON objects), one per partition that needs work.
 
-    Takes the options of :func:`~deltaextras.ops.plan.plan_table`. Encode each with
+    Takes the options of :func:`~deltaextras.ops.plan.plan_table`; plans in one streaming pass over the
+    log (memory follows the partitions, not the files). Encode each with
     ``RorderMessage.from_dict(m).encode()`` for an Azure queue (base64 JSON).
 
     Example:
@@ -567,7 +586,7 @@ def plan_messages(dt_or_uri: Any, **kwargs: Any) -> list[dict[str, Any]]:
         >>> [m["partition_value"] for m in plan_messages(path)]
         ['0']
     """
-    return [m.to_dict() for m in plan_table(dt_or_uri, **kwargs).messages()]
+    return [m.to_dict() for m in plan_units(dt_or_uri, **kwargs).messages()]
 
 
 def rorder_setup_multi(dt: Any, **kwargs: Any) -> tuple[int, str, str | None, pa.Table]:
@@ -585,13 +604,14 @@ def rorder_setup_multi(dt: Any, **kwargs: Any) -> tuple[int, str, str | None, pa
         >>> version, name, by_group.num_rows
         (0, 'k_range', 1)
     """
-    plan = plan_table(dt, **kwargs)
+    plan = plan_units(dt, list_budget=None, **kwargs)
     parts = plan.to_rewrite()
+    listed = [p.listed() or [] for p in parts]  # with no budget every unit lists all its files
     by_group = pa.table(
         {
             "partition_values": pa.array([p.partition_value for p in parts], pa.string()),
-            "path_list": pa.array([[f.path for f in p.files] for p in parts], pa.list_(pa.string())),
-            "size_bytes_list": pa.array([[f.size for f in p.files] for p in parts], pa.list_(pa.int64())),
+            "path_list": pa.array([[f for f, _ in files] for files in listed], pa.list_(pa.string())),
+            "size_bytes_list": pa.array([[s for _, s in files] for files in listed], pa.list_(pa.int64())),
         }
     )
     return plan.version, plan.uri, plan.partition_name, by_group
