@@ -23,11 +23,11 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -40,6 +40,7 @@ from ..core.partition_snapshot import (
     partition_column,
     tail_entries,
 )
+from ..core.protocol import has_feature
 from .layout import LAYOUT_TAG, RUN_TAG
 from .message import MAX_MESSAGE_JSON
 
@@ -115,9 +116,11 @@ def tally_partitions(
     JSON stays under ``budget`` characters (None: every file)."""
     physical = head.physical(unit) if unit is not None else None
     dir_columns = [head.physical(c) for c in head.partition_columns]
+    # Record counts matter only beside deleted rows: a table without deletion vectors skips the statistics.
+    with_stats = has_feature(head.protocol, "deletionVectors")
     tallies: dict[str | None, Tally] = {}
     try:
-        arrow_tail = _tail_arrow(head, physical, dir_columns, signature)
+        arrow_tail = _tail_arrow(head, physical, dir_columns, signature, with_stats=with_stats)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError):
         arrow_tail = None  # an unusual commit line: the exact, slower path below
     live: pa.Table | None = None
@@ -146,7 +149,7 @@ def tally_partitions(
     for add in json_checkpoint_adds(head):
         if add.file_id not in touched_ids:
             one(FileEntry.of_add(add))
-    for batch in add_batches(head, _projection, PLAN_BATCH_ROWS):
+    for batch in add_batches(head, functools.partial(_projection, with_stats=with_stats), PLAN_BATCH_ROWS):
         add_col = batch.column("add")
         present = add_col.is_valid()
         if len(touched_paths):
@@ -191,7 +194,7 @@ _DV = pa.struct(
 
 
 def _tail_arrow(
-    head: LogHead, physical: str | None, dir_columns: list[str], signature: str
+    head: LogHead, physical: str | None, dir_columns: list[str], signature: str, *, with_stats: bool = True
 ) -> tuple[pa.Table | None, pa.Array, pa.Array]:
     """The commits after the checkpoint, parsed in Arrow: the live ``add`` rows they leave as tally
     columns (None if there are none), the file ids and the paths every one of their actions names."""
@@ -205,7 +208,7 @@ def _tail_arrow(
             ("path", pa.string()),
             ("size", pa.int64()),
             ("partitionValues", pa.struct([(c, pa.string()) for c in names])),
-            ("stats", pa.string()),
+            *([("stats", pa.string())] if with_stats else []),
             ("tags", pa.struct([(LAYOUT_TAG, pa.string()), (RUN_TAG, pa.string())])),
             ("deletionVector", _DV),
         ]
@@ -231,7 +234,7 @@ def _tail_arrow(
                 else {"path": pc.struct_field(col, "path")}
             )
             cols["fid"] = _fid(col)
-            cols["version"] = pa.array(np.full(len(col), v, dtype=np.int64))
+            cols["version"] = pa.repeat(pa.scalar(v, pa.int64()), len(col))
             out.append(pa.table(cols))
     named = adds + removes
     if not named:
@@ -321,7 +324,7 @@ def _assemble(
     signature: str,
 ) -> dict[str, pa.Array]:
     n = len(add)
-    zeros = pa.array(np.zeros(n, dtype=np.int64))
+    zeros = pa.repeat(pa.scalar(0, pa.int64()), n)
     nulls = pa.nulls(n, pa.string())
     size = _child(add, "size")
     stats = _child(add, "stats")
@@ -345,12 +348,13 @@ def _assemble(
     return columns
 
 
-def _projection(schema: pa.Schema) -> list[str]:
+def _projection(schema: pa.Schema, *, with_stats: bool = True) -> list[str]:
     typ = schema.field("add").type if "add" in schema.names else None
     if typ is None:
         return []
     names = {typ.field(i).name for i in range(typ.num_fields)}
-    cols = [f"add.{n}" for n in ("path", "partitionValues", "size", "stats", "tags") if n in names]
+    wanted = ("path", "partitionValues", "size", "tags", *(("stats",) if with_stats else ()))
+    cols = [f"add.{n}" for n in wanted if n in names]
     if "deletionVector" in names:
         cols += [f"add.deletionVector.{n}" for n in ("storageType", "pathOrInlineDv", "offset", "cardinality")]
     return cols
