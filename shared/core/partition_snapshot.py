@@ -50,7 +50,7 @@ from .actions import (
 )
 from .arrays import bool_array, bool_numpy
 from .dv import keep_mask, read_deletion_vectors
-from .log import LOG_DIR, LogListing, LogState, commit_key, list_log
+from .log import LOG_DIR, LogListing, LogState, _check_hint, check_metadata, commit_key, list_log
 from .protocol import check_protocol
 from .schema import TableSchema
 from .snapshot import LiveFile, TableSnapshot
@@ -127,6 +127,8 @@ def read_head(
         version = listing.latest
     if version > listing.latest:
         raise InvalidArgumentError(f"version {version} of {storage.uri} does not exist yet (latest {listing.latest})")
+    if listing.has_hint:
+        listing = _check_hint(storage, listing)  # a hint naming a missing checkpoint: damaged, as replay says
     cps = [v for v in listing.checkpoints if v <= version]
     start = max(cps) + 1 if cps else 0
     missing = [v for v in range(start, version + 1) if v not in listing.commits]
@@ -181,6 +183,7 @@ def read_head(
             take(decode_action(line))
     if protocol is None or metadata is None:
         raise CorruptDataError(f"the log of {storage.uri} has no protocol or metaData action up to {version}")
+    check_metadata(metadata, f"the log of {storage.uri} at version {version}")
     return LogHead(storage, version, checkpoint, tail, protocol, metadata, txns, domains, sidecars)
 
 
