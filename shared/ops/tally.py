@@ -119,6 +119,7 @@ def tally_partitions(
     # Record counts matter only beside deleted rows: a table without deletion vectors skips the statistics.
     with_stats = has_feature(head.protocol, "deletionVectors")
     tallies: dict[str | None, Tally] = {}
+    listing = _Listing(budget)
     try:
         arrow_tail = _tail_arrow(head, physical, dir_columns, signature, with_stats=with_stats)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError):
@@ -163,13 +164,14 @@ def tally_partitions(
                 else:
                     rows = add_col.filter(pc.and_(present, hit))
                     rows = rows.filter(pc.invert(pc.is_in(_fid(rows), value_set=fid_all)))
-                    _tally_columns(_columns(rows, physical, dir_columns, signature), tallies, budget)
+                    _tally_columns(_columns(rows, physical, dir_columns, signature), tallies, listing)
                 present = pc.and_(present, pc.invert(hit))
-        _tally_columns(_columns(add_col.filter(present), physical, dir_columns, signature), tallies, budget)
+        _tally_columns(_columns(add_col.filter(present), physical, dir_columns, signature), tallies, listing)
     for e in tail.values():
         one(e)
     if live is not None and live.num_rows:
-        _tally_columns({n: live.column(n).combine_chunks() for n in live.column_names}, tallies, budget)
+        _tally_columns({n: live.column(n).combine_chunks() for n in live.column_names}, tallies, listing)
+    listing.resolve(tallies)
     return tallies
 
 
@@ -245,6 +247,9 @@ def _tail_arrow(
     if not adds:
         return None, fid_all, paths
     every = pa.concat_tables(adds)
+    keep = [n for n in _TALLY_COLUMNS if n in every.column_names]
+    if not removes and len(fid_all) == every.num_rows:
+        return every.select(keep), fid_all, paths  # appends only, each file added once: every add is live
     # The newest add of a file id counts, unless a later commit removes it (a commit applies its removes first).
     newest = every.group_by("fid").aggregate([("version", "max")])
     every = every.join(newest, "fid")
@@ -257,7 +262,6 @@ def _tail_arrow(
                 every.column("removed_at").is_null(), pc.less_equal(every.column("removed_at"), every.column("version"))
             )
         )
-    keep = [n for n in _TALLY_COLUMNS if n in every.column_names]
     every = every.group_by("fid", use_threads=False).aggregate([(n, "last") for n in keep])
     return every.rename_columns([c.removesuffix("_last") for c in every.column_names]).select(keep), fid_all, paths
 
@@ -365,7 +369,38 @@ def _child(add: pa.Array, name: str) -> pa.Array | None:
     return pc.struct_field(add, name) if typ.get_field_index(name) >= 0 else None
 
 
-def _tally_columns(columns: dict[str, pa.Array], tallies: dict[str | None, Tally], budget: int | None) -> None:
+@dataclass
+class _Listing:
+    """The (key, path, size) rows of a scan's Arrow batches whose partition still fits its message, kept as
+    Arrow until the scan ends; only the partitions that fit then become Python pairs."""
+
+    budget: int | None
+    pending: list[pa.Table] = field(default_factory=list)
+
+    def keep(self, columns: dict[str, pa.Array], keys: list[str | None]) -> None:
+        pick = _pick(columns["key"], keys)
+        self.pending.append(pa.table({n: columns[n].filter(pick) for n in ("key", "path", "size")}))
+
+    def resolve(self, tallies: dict[str | None, Tally]) -> None:
+        """Hand each partition that still fits its message its rows."""
+        rows, self.pending = (pa.concat_tables(self.pending) if self.pending else None), []
+        listed = [k for k, t in tallies.items() if t.listed is not None]
+        if rows is None or not rows.num_rows or not listed:
+            return
+        rows = rows.filter(_pick(rows.column("key").combine_chunks(), listed))
+        for k, p, sz in zip(*(rows.column(n).to_pylist() for n in ("key", "path", "size")), strict=True):
+            files = tallies[k].listed
+            assert files is not None
+            files.append((p, int(sz or 0)))
+
+
+def _pick(key: pa.Array, keys: list[str | None]) -> pa.Array:
+    """True for the rows whose key is one of ``keys`` (None: the null key)."""
+    pick = pc.fill_null(pc.is_in(key, value_set=pa.array([k for k in keys if k is not None], pa.string())), False)
+    return pc.or_(pick, key.is_null()) if None in keys else pick
+
+
+def _tally_columns(columns: dict[str, pa.Array], tallies: dict[str | None, Tally], listing: _Listing) -> None:
     key = columns["key"]
     if not len(key):
         return
@@ -385,20 +420,11 @@ def _tally_columns(columns: dict[str, pa.Array], tallies: dict[str | None, Tally
     table = {n: c for n, c in columns.items() if n != "path"}
     table["path_chars"] = pc.fill_null(pc.utf8_length(columns["path"]), 0)
     grouped = pa.table(table).group_by("key").aggregate(aggs).to_pylist()
-    listing = [row["key"] for row in grouped if _fits(tallies.get(row["key"]), row, budget)]
-    files: dict[str | None, list[tuple[str, int]]] = {}
-    if listing:
-        keys = [k for k in listing if k is not None]
-        pick = pc.fill_null(pc.is_in(key, value_set=pa.array(keys, pa.string())), False)
-        if None in listing:
-            pick = pc.or_(pick, key.is_null())
-        rkeys = key.filter(pick).to_pylist()
-        for k, p, sz in zip(
-            rkeys, columns["path"].filter(pick).to_pylist(), columns["size"].filter(pick).to_pylist(), strict=True
-        ):
-            files.setdefault(k, []).append((p, int(sz or 0)))
+    fitting = {row["key"] for row in grouped if _fits(tallies.get(row["key"]), row, listing.budget)}
+    if fitting:
+        listing.keep(columns, list(fitting))
     for row in grouped:
-        t = tallies.setdefault(row["key"], Tally(budget=budget))
+        t = tallies.setdefault(row["key"], Tally(budget=listing.budget))
         t.files += row["size_count"]
         t.bytes += row["size_sum"] or 0
         t.records += row["records_sum"] or 0
@@ -410,8 +436,8 @@ def _tally_columns(columns: dict[str, pa.Array], tallies: dict[str | None, Tally
                 t.runs.add(r)
         if "dir_distinct" in row:
             t.dirs.update(row["dir_distinct"])
-        if row["key"] in files:
-            t.list_files(files[row["key"]])
+        if row["key"] in fitting:
+            t.listed_chars += row["path_chars_sum"] + FILE_JSON_OVERHEAD * row["size_count"]
         elif t.listed is not None:
             t.listed = None
 
