@@ -331,53 +331,11 @@ def start_azurite(workdir: Path) -> Any:
     return Azurite.start(workdir)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("Usage::")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--partitions", type=int, default=100)
-    parser.add_argument("--files", type=int, default=100, help="files per partition")
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument(
-        "--connection-string", help="an Azure Storage / Azurite connection string (default: start Azurite)"
-    )
-    parser.add_argument("--json", help="write the figures to this file")
-    parser.add_argument(
-        "--scale",
-        type=int,
-        nargs="+",
-        dest="scale_files",
-        metavar="LIVE_FILES",
-        help="scale mode: tables of these many live files (1,000 per partition), e.g. --scale 10000 100000 1000000",
-    )
-    parser.add_argument("--cache", default=str(HERE / ".work"), help="scale mode: where the built tables are kept")
-    parser.add_argument("--scale-repeat", type=int, default=1, help="scale mode: runs per step (medians printed)")
-    parser.add_argument(
-        "--full-plan", action="store_true", help="scale mode: also measure plan_table (every unit's files held)"
-    )
-    parser.add_argument("--no-worker", action="store_true", help="scale mode: measure planning only")
-    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.child:
-        _child(*args.child)
-        return 0
-    if args.scale_files:
-        return scale_main(args)
-
-    from deltaextras import plan_messages
+def _send_times(args: argparse.Namespace, root: Path) -> list[float]:
+    """Seconds of each of ``--repeat`` dispatches of the table's messages to a fresh queue on Azurite."""
     from deltaextras.app.config import AppConfig
-    from deltaextras.app.dispatch import DEFAULT_BATCH_SIZE, DEFAULT_CONCURRENCY, dispatch
+    from deltaextras.app.dispatch import dispatch
     from deltaextras.app.edges.azure_queue import QueueSender, ensure_queue, queue_client
-
-    root = ensure_table(args.partitions, args.files)
-
-    plan_times = []
-    for _ in range(args.repeat):
-        started = time.perf_counter()
-        messages = [json.dumps(m) for m in plan_messages(str(root))]
-        plan_times.append(time.perf_counter() - started)
-    live = args.partitions * args.files
-    assert len(messages) == args.partitions, len(messages)
 
     azurite = None
     workdir = Path(tempfile.mkdtemp(prefix="plan-bench-"))
@@ -412,6 +370,56 @@ def main(argv: list[str] | None = None) -> int:
         if azurite is not None:
             azurite.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+    return send_times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("Usage::")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--partitions", type=int, default=100)
+    parser.add_argument("--files", type=int, default=100, help="files per partition")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument(
+        "--connection-string", help="an Azure Storage / Azurite connection string (default: start Azurite)"
+    )
+    parser.add_argument("--json", help="write the figures to this file")
+    parser.add_argument(
+        "--scale",
+        type=int,
+        nargs="+",
+        dest="scale_files",
+        metavar="LIVE_FILES",
+        help="scale mode: tables of these many live files (1,000 per partition), e.g. --scale 10000 100000 1000000",
+    )
+    parser.add_argument("--cache", default=str(HERE / ".work"), help="scale mode: where the built tables are kept")
+    parser.add_argument("--scale-repeat", type=int, default=1, help="scale mode: runs per step (medians printed)")
+    parser.add_argument(
+        "--full-plan", action="store_true", help="scale mode: also measure plan_table (every unit's files held)"
+    )
+    parser.add_argument("--no-worker", action="store_true", help="scale mode: measure planning only")
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        _child(*args.child)
+        return 0
+    if args.scale_files:
+        return scale_main(args)
+
+    from deltaextras import plan_messages
+    from deltaextras.app.dispatch import DEFAULT_BATCH_SIZE, DEFAULT_CONCURRENCY
+
+    root = ensure_table(args.partitions, args.files)
+
+    plan_times = []
+    for _ in range(args.repeat):
+        started = time.perf_counter()
+        messages = [json.dumps(m) for m in plan_messages(str(root))]
+        plan_times.append(time.perf_counter() - started)
+    live = args.partitions * args.files
+    assert len(messages) == args.partitions, len(messages)
+
+    send_times = _send_times(args, root)
 
     figures = {
         "partitions": args.partitions,

@@ -170,21 +170,30 @@ def read_head(
             for batch in _batches(storage, key, lambda schema: [c for c in HEAD_COLUMNS if c in schema.names]):
                 for action in decode_checkpoint_batch(_non_null_rows(batch)):
                     take(action)
-    tail: list[tuple[int, bytes]] = []
-    for v in range(start, version + 1):
-        try:
-            data = storage.read(commit_key(v))
-        except FileNotFoundError:
-            raise CorruptDataError(f"commit {v} of {storage.uri} vanished while reading the log; retry") from None
-        needles = _needles(values) if values is not None else None
-        head_lines, kept = _split_commit(data, needles)
-        tail.append((v, kept))
-        for line in _lines(head_lines, v):
-            take(decode_action(line))
+    tail = _read_tail(storage, range(start, version + 1), values, take)
     if protocol is None or metadata is None:
         raise CorruptDataError(f"the log of {storage.uri} has no protocol or metaData action up to {version}")
     check_metadata(metadata, f"the log of {storage.uri} at version {version}")
     return LogHead(storage, version, checkpoint, tail, protocol, metadata, txns, domains, sidecars)
+
+
+def _read_tail(
+    storage: TableStorage, versions: range, values: set[str | None] | None, take: Callable[[Action], None]
+) -> list[tuple[int, bytes]]:
+    """The commits ``versions`` after the checkpoint: their table-describing actions go to ``take``; the lines
+    a partition with one of ``values`` can need (all of them when ``values`` is None) are kept raw."""
+    tail: list[tuple[int, bytes]] = []
+    needles = _needles(values) if values is not None else None
+    for v in versions:
+        try:
+            data = storage.read(commit_key(v))
+        except FileNotFoundError:
+            raise CorruptDataError(f"commit {v} of {storage.uri} vanished while reading the log; retry") from None
+        head_lines, kept = _split_commit(data, needles)
+        tail.append((v, kept))
+        for line in _lines(head_lines, v):
+            take(decode_action(line))
+    return tail
 
 
 def partition_adds(head: LogHead, column: str | None, value: str | None) -> dict[tuple[str, str | None], Add]:
@@ -316,9 +325,7 @@ def tail_entries(head: LogHead) -> Iterator[tuple[int, list[FileEntry]]]:
 class PartitionSnapshot(TableSnapshot):
     """A :class:`TableSnapshot` that holds the files of one partition only (``scope``)."""
 
-    def __init__(
-        self, head: LogHead, column: str | None, value: str | None, adds: Iterable[Add] | None = None
-    ) -> None:
+    def __init__(self, head: LogHead, column: str | None, value: str | None, adds: Iterable[Add] | None = None) -> None:
         """The partition ``column = value`` of ``head``'s version; its live ``adds`` when a planner read
         them already (else they are read from the log now)."""
         live = partition_adds(head, column, value) if adds is None else {a.file_id: a for a in adds}

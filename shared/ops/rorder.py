@@ -514,14 +514,7 @@ def rorder(
         files="rewrite",
     )
     options = _plan_storage_options(dt_or_uri, storage_options)
-    report = RorderReport()
-    for p in plan.skipped():
-        skipped = PartitionReport(
-            plan.uri, None if p.partition_name is None else p.label, "skipped", p.reason, plan.version
-        )
-        report.partitions.append(skipped)
-        if progress:
-            progress(skipped)
+    report = _skipped_report(plan, progress)
     snapshot_of = _unit_snapshots(plan)
     messages = [m.to_dict() for m in plan.messages()]
     if max_workers is not None and max_workers < 1:
@@ -539,6 +532,12 @@ def rorder(
     except RunInterrupted as exc:
         exc.report = RorderReport([*report.partitions, *exc.report])
         raise
+    return _finished(plan, report, raise_on_failure)
+
+
+def _finished(plan: TablePlan, report: RorderReport, raise_on_failure: bool) -> RorderReport:
+    """The run's report in the plan's order; :class:`PartitionsFailedError` if a unit failed and the caller
+    asked for it."""
     order = {p.label: i for i, p in enumerate(plan.partitions)}
     report.partitions.sort(key=lambda r: order.get(r.partition or "(table)", 0))
     if report.failed and raise_on_failure:
@@ -546,6 +545,19 @@ def rorder(
         raise PartitionsFailedError(
             f"{report.summary()}; first failure {first.partition}: {first.error_type}: {first.reason}", report
         )
+    return report
+
+
+def _skipped_report(plan: TablePlan, progress: Callable[[PartitionReport], None] | None) -> RorderReport:
+    """A run's report holding the units the plan skips (each passed to ``progress``)."""
+    report = RorderReport()
+    for p in plan.skipped():
+        skipped = PartitionReport(
+            plan.uri, None if p.partition_name is None else p.label, "skipped", p.reason, plan.version
+        )
+        report.partitions.append(skipped)
+        if progress:
+            progress(skipped)
     return report
 
 
