@@ -147,8 +147,9 @@ class TablePlan:
     partitions: list[Unit] = field(default_factory=list)
     # Earlier releases planned from a whole in-memory snapshot; plans no longer hold one.
     snapshot: TableSnapshot | None = field(default=None, repr=False, compare=False)
-    # The log head the plan was made from (without its commits), for snapshots of single units.
+    # The log head the plan was made from (without its commits) and its unit scheme, for units' snapshots.
     head: LogHead | None = field(default=None, repr=False, compare=False)
+    scheme: UnitScheme | None = field(default=None, repr=False, compare=False)
 
     @property
     def units(self) -> list[Unit]:
@@ -169,6 +170,14 @@ class TablePlan:
     def messages(self) -> list[RorderMessage]:
         """Ready-to-send messages for every unit that needs work."""
         return [self.message(p) for p in self.to_rewrite()]
+
+    def unit_snapshot(self, unit: Unit) -> TableSnapshot | None:
+        """The table as the unit's worker sees it, built from the files the plan holds for it (None when it
+        holds none); the unit then lets go of them."""
+        if unit.live_files is None or self.head is None or self.scheme is None:
+            return None
+        files, unit.live_files = unit.live_files, None
+        return self.scheme.snapshot(self.head, unit.key, files)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly summary (for ``deltaextras plan --json``)."""
@@ -323,7 +332,9 @@ def plan_units(
         _attach_files(head, scheme, groups, [u for u in units if files == "all" or u.action == "rewrite"])
     units.sort(key=lambda u: u.key.sort_key())
     lean_head = dataclasses.replace(head, tail=[])
-    return TablePlan(head.storage.uri, head.version, scheme.column, scheme.by, options, units, head=lean_head)
+    return TablePlan(
+        head.storage.uri, head.version, scheme.column, scheme.by, options, units, head=lean_head, scheme=scheme
+    )
 
 
 def plan_table(

@@ -568,11 +568,7 @@ def _unit_snapshots(plan: TablePlan) -> Callable[[dict[str, Any]], TableSnapshot
 
     def snapshot_of(message: dict[str, Any]) -> TableSnapshot | None:
         unit = units.pop((message.get("partition_name"), message.get("partition_value")), None)
-        if unit is None or unit.live_files is None or plan.head is None:
-            return None
-        files, unit.live_files = unit.live_files, None
-        column = unit.partition_name
-        return PartitionSnapshot(plan.head, column, unit.partition_value, (f.add for f in files))
+        return None if unit is None else plan.unit_snapshot(unit)
 
     return snapshot_of
 

@@ -9,7 +9,8 @@ needs, so the planner (:mod:`deltaextras.ops.plan`) never looks at partition col
 * ``unit(raw)`` — the unit a raw key belongs to (the one place where raw keys are keyed: two spellings
   of one value map to one unit here);
 * ``wanted(value)`` — the unit a caller's ``partitions=[...]`` entry names;
-* ``files(head, raws)`` — the live files of some raw keys, read in one more filtered pass.
+* ``files(head, raws)`` — the live files of some raw keys, read in one more filtered pass;
+* ``snapshot(head, key, files)`` — the table as one unit's worker sees it, from files already read.
 
 :func:`scheme_for` picks the scheme of a table; another kind of unit is one more :class:`UnitKind`, one
 more :class:`UnitKey` subclass (its message fields) and one more scheme, chosen there.
@@ -29,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..core.partition_snapshot import LogHead, adds_in
+from ..core.partition_snapshot import LogHead, PartitionSnapshot, adds_in
 from ..core.snapshot import LiveFile, TableSnapshot
 from ..errors import InvalidArgumentError
 from .message import partition_value_to_str
@@ -98,6 +99,8 @@ class UnitScheme(Protocol):
 
     def files(self, head: LogHead, raws: Iterable[Any]) -> dict[Any, list[LiveFile]]: ...
 
+    def snapshot(self, head: LogHead, key: UnitKey, files: list[LiveFile]) -> TableSnapshot: ...
+
 
 @dataclass(frozen=True)
 class PartitionScheme:
@@ -140,6 +143,10 @@ class PartitionScheme:
             raw = pv.get(physical) if physical else None
             groups[raw].append(LiveFile(add, {logical.get(k, k): v for k, v in pv.items()}, head.storage.uri))
         return groups
+
+    def snapshot(self, head: LogHead, key: UnitKey, files: list[LiveFile]) -> PartitionSnapshot:
+        """The partition as its worker sees it (``rorder_single``), from the files the plan read."""
+        return PartitionSnapshot(head, self.column, key.partition_value, (f.add for f in files))
 
 
 def scheme_for(head: LogHead | TableSnapshot, by: str | None, partition_name: str | None = None) -> UnitScheme:
