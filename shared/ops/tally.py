@@ -17,8 +17,8 @@ Example:
     ...     write_deltalake(path, pa.table({"node_id": [r * 10], "node_id_range": [r]}),
     ...                     partition_by=["node_id_range"], mode="append")
     >>> tallies = tally_partitions(read_head(TableStorage(path)), "node_id_range", "")
-    >>> sorted((k, t.files, t.records) for k, t in tallies.items())
-    [('0', 1, 1), ('1', 2, 2)]
+    >>> sorted((k, t.files, t.bytes > 0, t.listed is not None) for k, t in tallies.items())
+    [('0', 1, True, True), ('1', 2, True, True)]
 """
 
 from __future__ import annotations
