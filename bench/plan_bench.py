@@ -29,6 +29,7 @@ Usage::
     python bench/plan_bench.py --partitions 20 --files 50 --json out.json
     python bench/plan_bench.py --scale 10000 100000 1000000 --cache /tmp/plan-bench-cache
     python bench/plan_bench.py --scale 300000 1000000 --scale-repeat 3 --no-worker
+    python bench/plan_bench.py --scale 300000 --scale-repeat 3 --no-worker --deletion-vectors
 """
 
 from __future__ import annotations
@@ -164,6 +165,22 @@ def ensure_scale_table(partitions: int, files: int, cache: Path) -> Path:
     return root
 
 
+def ensure_deletion_vectors(root: Path) -> Path:
+    """A hard-linked copy of a scale table with deletion vectors enabled (protocol and property; no file
+    carries one): planning then reads the files' statistics, where record counts weigh deleted rows."""
+    dest = root.parent / f"{root.name}-dv"
+    marker = dest / ".complete"
+    if not marker.exists():
+        shutil.rmtree(dest, ignore_errors=True)
+        subprocess.run(["cp", "-al", str(root), str(dest)], check=True)
+        (dest / ".complete").unlink()
+        from deltaextras import enable_deletion_vectors
+
+        enable_deletion_vectors(str(dest))
+        marker.write_text("ok")
+    return dest
+
+
 def _child(kind: str, path: str) -> None:
     """One measured step in its own process; prints its own timing as JSON."""
     started = time.perf_counter()
@@ -294,7 +311,9 @@ def scale_main(args: argparse.Namespace) -> int:
     for live in args.scale_files:
         partitions = max(1, live // 1000)
         root = ensure_scale_table(partitions, 1000, cache)
-        row: dict[str, Any] = {"live_files": partitions * 1000}
+        if args.deletion_vectors:
+            root = ensure_deletion_vectors(root)
+        row: dict[str, Any] = {"live_files": partitions * 1000, "deletion_vectors": args.deletion_vectors}
         runs = _scale_runs(args, root, fresh, cache)
         for name, measured in runs.items():
             row[name] = {k: statistics.median(m[k] for m in measured) for k in measured[0]}
@@ -398,6 +417,9 @@ def main(argv: list[str] | None = None) -> int:
         "--full-plan", action="store_true", help="scale mode: also measure plan_table (every unit's files held)"
     )
     parser.add_argument("--no-worker", action="store_true", help="scale mode: measure planning only")
+    parser.add_argument(
+        "--deletion-vectors", action="store_true", help="scale mode: the tables with deletion vectors enabled"
+    )
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
