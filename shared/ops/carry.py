@@ -45,16 +45,17 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyroaring import BitMap
 
 from ..core.actions import Action, Add, CommitInfo, DeletionVectorDescriptor, Remove
+from ..core.arrays import py_value
 from ..core.conflicts import Conflict, Winner
 from ..core.dv import build_descriptors, read_deletion_vectors
 from ..core.schema import conform
 from ..core.snapshot import LiveFile, TableSnapshot, open_data_file
 from ..core.storage import log_path_to_key
+from ..core.values import NAN_KEY, partition_values_key, value_codes, value_key
 from ..errors import ConcurrentDeleteReadError
 from .delete_vectors import deletion_vectors_enabled
 from .rewrite import OutputFile
@@ -62,16 +63,6 @@ from .rewrite import OutputFile
 log = logging.getLogger(__name__)
 
 _UNKNOWN = object()
-
-
-def _frozen(value: Any) -> Any:
-    if isinstance(value, float) and value != value:
-        return ("nan",)
-    if isinstance(value, dict):
-        return tuple((k, _frozen(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return tuple(_frozen(v) for v in value)
-    return value
 
 
 @dataclass
@@ -219,11 +210,12 @@ class Carrier:
     def _carry(self) -> None:
         """Locate every row the winners deleted in the outputs and build the outputs' vectors."""
         outputs = _OutputIndex(self.storage, self.outputs, self.target, self.by)
+        types = self.snap.schema.partition_types()
         rows = 0
         groups: dict[tuple[tuple[str, Any], ...], list[_Input]] = {}
         for inp in self.inputs.values():
             if inp.changed:
-                groups.setdefault(_pv(inp.read.add.partition_values), []).append(inp)
+                groups.setdefault(_pv(inp.read.add.partition_values, types), []).append(inp)
         for key, changed in groups.items():
             pieces = [t for t in (self._deleted_rows(inp) for inp in changed) if t.num_rows]
             if not pieces:
@@ -232,7 +224,8 @@ class Carrier:
             rows += table.num_rows
             if self.deduplicated:
                 table = self._complete_rows(key, table)
-            missing = outputs.take(table, [i for i, o in enumerate(self.outputs) if _pv(o.partition_values) == key])
+            mine = [i for i, o in enumerate(self.outputs) if _pv(o.partition_values, types) == key]
+            missing = outputs.take(table, mine)
             if missing:
                 raise ConcurrentDeleteReadError(
                     f"{missing} row(s) deleted concurrently from input {changed[0].read.path} could not be located in "
@@ -288,7 +281,7 @@ class Carrier:
         values = set(wanted.column(0).to_pylist())
         for inp in self.inputs.values():
             f = inp.read
-            if _pv(f.add.partition_values) != key:
+            if _pv(f.add.partition_values, self.snap.schema.partition_types()) != key:
                 continue
             pf = open_data_file(self.storage, f, pre_buffer=False)
             base = read_deletion_vectors(self.storage, [f.dv])[0]
@@ -316,20 +309,9 @@ class Carrier:
 
 
 def _column_codes(own: pa.ChunkedArray | pa.Array, other: pa.ChunkedArray | pa.Array | None) -> tuple[Any, Any]:
-    """Codes of a column's values: equal values (bit for bit; null equals null, NaN equals NaN) share a
+    """Codes of a column's values: Spark-equal values (both zeros, every NaN, null and null) share a
     code; ``other``'s values that ``own`` lacks get -1."""
-    if not pa.types.is_nested(own.type):
-        uniq = pc.unique(own)
-        a = pc.index_in(own, value_set=uniq, skip_nulls=False).to_numpy(zero_copy_only=False)
-        if other is None:
-            return a.astype(np.int64), None
-        b = pc.fill_null(pc.index_in(other, value_set=uniq, skip_nulls=False), -1)
-        return a.astype(np.int64), b.to_numpy(zero_copy_only=False).astype(np.int64)
-    index: dict[Any, int] = {}
-    a = np.array([index.setdefault(_frozen(v), len(index)) for v in own.to_pylist()], dtype=np.int64)
-    if other is None:
-        return a, None
-    return a, np.array([index.get(_frozen(v), -1) for v in other.to_pylist()], dtype=np.int64)
+    return value_codes(own, other)
 
 
 def _dense_keys(own: pa.Table, other: pa.Table | None) -> tuple[Any, Any]:
@@ -382,8 +364,9 @@ def _ranks(keys: Any) -> Any:
     return ranks
 
 
-def _pv(values: dict[str, str | None] | None) -> tuple[tuple[str, Any], ...]:
-    return tuple(sorted((values or {}).items()))
+def _pv(values: dict[str, str | None] | None, types: dict[str, pa.DataType]) -> tuple[tuple[str, Any], ...]:
+    """A partition directory's key: its values as typed values (one key for every spelling)."""
+    return partition_values_key(values, types)
 
 
 def _present(pf: pq.ParquetFile, columns: list[str]) -> list[str]:
@@ -493,13 +476,12 @@ class _OutputIndex:
             self._file(i)
         by = deleted.column(self.by)
         found = np.zeros(deleted.num_rows, dtype=bool)
-        uniq = pc.unique(by)
-        codes = pc.index_in(by, value_set=uniq, skip_nulls=False).to_numpy(zero_copy_only=False)
+        codes, _ = value_codes(by)  # Spark-equal values share a code (both zeros, every NaN)
         order = np.argsort(codes, kind="stable")
-        bounds = np.searchsorted(codes[order], np.arange(len(uniq) + 1))
-        values = uniq.to_pylist()
-        unknown_value = any(v is not None and v != v for v in values)
-        rows_of = {v: order[bounds[k] : bounds[k + 1]] for k, v in enumerate(values)}
+        bounds = np.searchsorted(codes[order], np.arange(int(codes.max(initial=-1)) + 2))
+        keys = [value_key(py_value(by[int(order[bounds[k]])])) for k in range(len(bounds) - 1)]
+        unknown_value = NAN_KEY in keys
+        rows_of = {v: order[bounds[k] : bounds[k + 1]] for k, v in enumerate(keys)}
         everything = np.arange(deleted.num_rows)
         for i, g, first, value, all_null in self.groups:
             if i not in candidates or found.all():
@@ -509,7 +491,7 @@ class _OutputIndex:
             elif value is _UNKNOWN or unknown_value:
                 sub = everything
             else:
-                sub = rows_of.get(value, everything[:0])
+                sub = rows_of.get(value_key(value), everything[:0])
             sub_idx = np.asarray(sub, dtype=np.int64)
             if len(sub_idx):
                 sub_idx = sub_idx[~found[sub_idx]]

@@ -44,6 +44,7 @@ from ..core.partition_snapshot import (
 from ..core.protocol import check_protocol
 from ..core.snapshot import LiveFile
 from ..core.storage import TableStorage
+from ..core.values import merge_spellings, partition_key
 from ..errors import PartitionNotFoundError
 from .layout import LAYOUT_TAG, RUN_TAG, layout_signature
 from .message import RorderMessage, partition_value_to_str
@@ -84,6 +85,22 @@ class Tally:
             self.listed = None
         else:
             self.listed.extend(files)
+
+    def merge(self, other: Tally) -> Tally:
+        """This tally with another's files added (one value spelled two ways in the log)."""
+        self.files += other.files
+        self.bytes += other.bytes
+        self.records += other.records
+        self.deleted += other.deleted
+        self.tagged += other.tagged
+        self.run_nulls += other.run_nulls
+        self.runs = set(sorted(self.runs | other.runs)[:2])
+        self.dirs |= other.dirs or {"\x02"}  # two spellings: two directories
+        if other.listed is None:
+            self.listed = None
+        else:
+            self.list_files(other.listed)
+        return self
 
     def add_run(self, run: str | None) -> None:
         if run is None:
@@ -201,6 +218,8 @@ def plan_table_lean(
         head.schema.column(c, "unique_by")
     signature = layout_signature(by_col, options.sort_by, options.unique_by)
     tallies = tally_partitions(head, unit, signature)
+    if unit is not None:
+        tallies = merge_spellings(tallies, head.schema.partition_type(unit), Tally.merge)
     if partitions is not None:
         wanted = [partition_value_to_str(v) for v in partitions]
         missing = [w for w in wanted if w not in tallies]
@@ -278,10 +297,12 @@ def _look_at_files(
     logical = {head.physical(c): c for c in head.partition_columns}
     groups: dict[str | None, list[LiveFile]] = {v: [] for v in values}
     physical = head.physical(unit) if unit is not None else None
+    typ = head.schema.partition_type(unit) if unit is not None else None
+    label = {partition_key(v, typ): v for v in values}  # every spelling of a value to the plan's one
     for add in adds.values():
         pv = add.partition_values or {}
         f = LiveFile(add, {logical.get(k, k): v for k, v in pv.items()})
-        groups[pv.get(physical) if physical else None].append(f)
+        groups[label[partition_key(pv.get(physical), typ)] if physical else None].append(f)
     if options.layout == "tiered":
         for v, files in groups.items():
             selections[v] = select_files(files, head.schema, by, options)
