@@ -18,23 +18,55 @@ from deltalake import DeltaTable, write_deltalake
 from deltaextras.core.storage import TableStorage
 
 
-def _canon(value: Any) -> Any:
+def _canon(value: Any, spark: bool = False) -> Any:
+    """A JSON-able form of a value: bit-exact, or (``spark``) equal for values Spark SQL finds equal —
+    ``-0.0`` and ``0.0``, every NaN, ``1.5`` and ``1.50`` as decimals, one instant in any zone."""
+    if spark and isinstance(value, decimal.Decimal):
+        return "decimal:" + str(value.normalize() if value else decimal.Decimal(0))
+    if spark and isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return repr(value.astimezone(dt.timezone.utc))
     if isinstance(value, (dt.datetime, dt.date, decimal.Decimal, bytes)):
         return repr(value)
     if isinstance(value, float) and value != value:
         return "NaN"
+    if spark and isinstance(value, float):
+        return value + 0.0
     if isinstance(value, dict):
-        return {k: _canon(v) for k, v in value.items()}
+        return {k: _canon(v, spark) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_canon(v) for v in value]
+        return [_canon(v, spark) for v in value]
     return value
 
 
-def rows_checksum(table: pa.Table) -> tuple[int, str]:
-    """(row count, sha256 of the sorted canonical rows) — order-independent, duplicate-sensitive."""
+def spark_value(value: Any) -> str:
+    """One text per value as Spark SQL compares values (``-0.0`` is ``0.0``, every NaN one value)."""
+    return json.dumps(_canon(value, spark=True), sort_keys=True, default=repr)
+
+
+def rows_checksum(table: pa.Table, *, spark: bool = False) -> tuple[int, str]:
+    """(row count, sha256 of the sorted canonical rows) — order-independent, duplicate-sensitive. With
+    ``spark``, values compare as Spark SQL compares them (see ``_canon``): the oracle of any rewrite that
+    may keep either of two Spark-equal rows."""
     table = table.select(sorted(table.column_names))
-    lines = sorted(json.dumps(_canon(r), sort_keys=True, default=repr) for r in table.to_pylist())
+    lines = sorted(json.dumps(_canon(r, spark), sort_keys=True, default=repr) for r in table.to_pylist())
     return len(lines), hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def spark_checksum(uri: str, storage_options: dict[str, str] | None = None) -> tuple[int, str]:
+    """:func:`rows_checksum` with Spark's value equality of the live content as deltalake reads it."""
+    return rows_checksum(scan(uri, storage_options), spark=True)
+
+
+def change_feed(uri: str, start: int = 0, end: int | None = None) -> pa.Table:
+    """The change data feed (deltalake's reader) between two versions, without its version and
+    timestamp columns: the data columns and ``_change_type``."""
+    kwargs = {"starting_version": start} if end is None else {"starting_version": start, "ending_version": end}
+    feed = pa.table(DeltaTable(uri).load_cdf(**kwargs).read_all())
+    feed = feed.drop_columns([c for c in ("_commit_version", "_commit_timestamp") if c in feed.column_names])
+    views = [i for i, f in enumerate(feed.schema) if pa.types.is_string_view(f.type)]
+    for i in views:
+        feed = feed.set_column(i, feed.schema.field(i).name, feed.column(i).cast(pa.string()))
+    return feed
 
 
 def normalized(table: pa.Table, columns: list[str]) -> pa.Table:

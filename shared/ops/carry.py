@@ -48,7 +48,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyroaring import BitMap
 
-from ..core.actions import Action, Add, CommitInfo, DeletionVectorDescriptor, Remove
+from ..core.actions import Action, Add, Cdc, CommitInfo, DeletionVectorDescriptor, Remove
 from ..core.arrays import py_value
 from ..core.conflicts import Conflict, Winner
 from ..core.dv import build_descriptors, read_deletion_vectors
@@ -57,6 +57,7 @@ from ..core.snapshot import LiveFile, TableSnapshot, open_data_file
 from ..core.storage import log_path_to_key
 from ..core.values import NAN_KEY, partition_values_key, value_codes, value_key
 from ..errors import ConcurrentDeleteReadError
+from .changes import CHANGE_DIR, ChangeSink
 from .delete_vectors import deletion_vectors_enabled
 from .rewrite import OutputFile
 
@@ -83,6 +84,10 @@ class CarryResult:
     vectors: dict[str, DeletionVectorDescriptor] = field(default_factory=dict)  # output path -> vector
     dropped: set[str] = field(default_factory=set)  # output paths whose every row was deleted
     vector_file: str | None = None
+    # change data files of dropped duplicates whose rows the winners deleted too: path -> the trimmed file
+    # (None: nothing left), and how many change rows went
+    changes: dict[str, Cdc | None] = field(default_factory=dict)
+    changes_trimmed: int = 0
 
 
 class Carrier:
@@ -100,6 +105,7 @@ class Carrier:
         self.deduplicated = bool(self.unique_names)
         self.wrote = wrote
         self.outputs: list[OutputFile] = []
+        self.changes: list[Cdc] = []  # the rewrite's change data files (dropped duplicates as deletions)
         self.result = CarryResult()
         self._dirty = False
         self._written: set[str] = set()  # files this carry depends on: the outputs and its vector files
@@ -178,6 +184,11 @@ class Carrier:
                     a = Add.retire(inp.current, a.deletion_timestamp or 0, data_change=a.data_change)
             elif isinstance(a, Add) and a.path in self.result.dropped:
                 continue
+            elif isinstance(a, Cdc) and a.path in self.result.changes:
+                trimmed = self.result.changes[a.path]
+                if trimmed is None:
+                    continue
+                a = trimmed
             elif isinstance(a, Add) and a.path in self.result.vectors:
                 a = _with_vector(a, self.result.vectors[a.path])
             elif isinstance(a, CommitInfo):
@@ -192,13 +203,23 @@ class Carrier:
                         "numAddedFiles": str(len(self.outputs) - len(self.result.dropped)),
                     }
                 )
+                if self.result.changes:
+                    self._count_changes(a.operation_metrics)
             out.append(a)
         return out
+
+    def _count_changes(self, metrics: dict[str, str]) -> None:
+        """The metrics of a rewrite whose change data lost the duplicates the winners deleted."""
+        left = len(self.changes) - sum(1 for c in self.result.changes.values() if c is None)
+        metrics["numAddedChangeFiles"] = str(left)
+        for name in ("numDeletedRows", "numDuplicateRowsRemoved"):
+            if name in metrics:
+                metrics[name] = str(max(0, int(metrics[name]) - self.result.changes_trimmed))
 
     def unused(self, committed: list[Action]) -> list[str]:
         """Storage keys of files written for the rewrite or for earlier carries that ``committed`` does
         not name (outputs whose every row was deleted, vector files of lost attempts)."""
-        named = {log_path_to_key(a.path) for a in committed if isinstance(a, Add)}
+        named = {log_path_to_key(a.path) for a in committed if isinstance(a, (Add, Cdc))}
         named |= {
             _vector_key(a.deletion_vector)
             for a in committed
@@ -212,6 +233,7 @@ class Carrier:
         outputs = _OutputIndex(self.storage, self.outputs, self.target, self.by)
         types = self.snap.schema.partition_types()
         rows = 0
+        self.result.changes, self.result.changes_trimmed = {}, 0
         groups: dict[tuple[tuple[str, Any], ...], list[_Input]] = {}
         for inp in self.inputs.values():
             if inp.changed:
@@ -223,7 +245,8 @@ class Carrier:
             table = pa.concat_tables(pieces).combine_chunks()
             rows += table.num_rows
             if self.deduplicated:
-                table = self._complete_rows(key, table)
+                table, firsts, surplus = self._complete_rows(key, table)
+                self._trim_changes(key, firsts, surplus, types)
             mine = [i for i, o in enumerate(self.outputs) if _pv(o.partition_values, types) == key]
             missing = outputs.take(table, mine)
             if missing:
@@ -270,10 +293,12 @@ class Carrier:
             gone = now - base
         return _read_rows(pf, gone, self.target, f.path)
 
-    def _complete_rows(self, key: tuple[tuple[str, Any], ...], deleted: pa.Table) -> pa.Table:
+    def _complete_rows(self, key: tuple[tuple[str, Any], ...], deleted: pa.Table) -> tuple[pa.Table, pa.Table, Any]:
         """With ``unique_by``: one deleted row per key whose every identical live input row was deleted
         (the output holds one row for them all); counted over the inputs we read, reading only the
-        ``unique_by`` columns of the row groups whose statistics may hold the keys."""
+        ``unique_by`` columns of the row groups whose statistics may hold the keys. Also the key of
+        each deleted key (one row each) and how many of its dropped duplicates the winners deleted
+        (their change data rows must go: a serial order records each deleted row once)."""
         wanted = deleted.select(self.unique)
         dk, _ = _dense_keys(wanted, None)
         dead = np.bincount(dk, minlength=int(dk.max()) + 1 if len(dk) else 0)
@@ -300,12 +325,60 @@ class Carrier:
                 offset += rg_rows
         complete = dead >= live
         first = np.zeros(len(dk), dtype=bool)
-        _, firsts = np.unique(dk, return_index=True)
+        keys, firsts = np.unique(dk, return_index=True)
         first[firsts] = True
-        return deleted.filter(pa.array(first & complete[dk]))
+        surplus = np.minimum(dead, np.maximum(live - 1, 0))[keys]  # dropped duplicates deleted concurrently
+        return deleted.filter(pa.array(first & complete[dk])), wanted.take(pa.array(firsts)), surplus
+
+    def _trim_changes(self, key: tuple[tuple[str, Any], ...], firsts: pa.Table, surplus: Any, types: Any) -> None:
+        """Write the change data file of partition directory ``key`` again without ``surplus[i]`` rows of
+        the key ``firsts[i]`` (the dropped duplicates the winners deleted)."""
+        if not int(surplus.sum()):
+            return
+        for cdc in self.changes:
+            if _pv(cdc.partition_values, types) != key:
+                continue
+            trimmed, gone = _without_keys(self._read_change(cdc), firsts, surplus)
+            self.result.changes_trimmed += gone
+            self.result.changes[cdc.path] = self._write_change(cdc, trimmed) if trimmed.num_rows else None
+
+    def _read_change(self, cdc: Cdc) -> pa.Table:
+        return pq.ParquetFile(self.storage.open_input(log_path_to_key(cdc.path), cdc.size)).read()
+
+    def _write_change(self, cdc: Cdc, rows: pa.Table) -> Cdc:
+        """A new change data file beside ``cdc`` holding ``rows``; its action."""
+        directory = log_path_to_key(cdc.path).rpartition("/")[0].removeprefix(CHANGE_DIR).strip("/")
+        sink = ChangeSink(self.storage, directory, self.target, cdc.partition_values)
+        self.wrote(sink.key)
+        self._written.add(sink.key)
+        try:
+            sink.write(rows)
+            return dataclasses.replace(sink.action(), tags=cdc.tags, extra=dict(cdc.extra))
+        except BaseException:
+            sink.abort()
+            raise
 
     def _unique_schema(self) -> pa.Schema:
         return pa.schema([self.target.field(c) for c in self.unique])
+
+
+def _without_keys(rows: pa.Table, keys: pa.Table, surplus: Any) -> tuple[pa.Table, int]:
+    """``rows`` without the first ``surplus[i]`` rows equal to ``keys[i]`` on the key columns; how many went.
+
+    Example:
+        >>> rows = pa.table({"k": [1.0, -0.0, 0.0, 1.0], "v": [1, 2, 3, 4]})
+        >>> kept, gone = _without_keys(rows, pa.table({"k": [0.0, 1.0]}), np.array([1, 2]))
+        >>> kept.to_pydict(), gone
+        ({'k': [0.0], 'v': [3]}, 3)
+    """
+    ks, kr = _dense_keys(keys, rows.select(keys.column_names))
+    budget = np.zeros(int(max(ks.max(initial=-1), kr.max(initial=-1))) + 1, dtype=np.int64)
+    budget[ks] = surplus
+    valid = kr >= 0
+    ranks = np.full(len(kr), -1, dtype=np.int64)
+    ranks[valid] = _ranks(kr[valid])
+    drop = valid & (ranks < budget[np.where(valid, kr, 0)])
+    return rows.filter(pa.array(~drop)), int(drop.sum())
 
 
 def _column_codes(own: pa.ChunkedArray | pa.Array, other: pa.ChunkedArray | pa.Array | None) -> tuple[Any, Any]:

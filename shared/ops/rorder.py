@@ -197,6 +197,7 @@ def rorder_single(
     if data_change:
         txn.escalate(IsolationLevel.WRITE_SERIALIZABLE, operation="DELETE")
     carrier.outputs = outputs
+    carrier.changes = changes
     try:
         if "after_rewrite" in hooks:
             hooks["after_rewrite"](outputs)
