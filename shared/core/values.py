@@ -42,6 +42,7 @@ from .arrays import bool_array, scalar
 
 _NAN = float("nan")
 T = TypeVar("T")
+_FALSE = scalar(False, pa.bool_())
 
 
 class _NanKey:
@@ -83,7 +84,7 @@ def nan_mask(column: Any) -> Any:
     """
     if not pa.types.is_floating(column.type):
         return bool_array(np.zeros(len(column), dtype=bool))
-    return pc.fill_null(pc.is_nan(column), False)
+    return pc.fill_null(pc.is_nan(column), _FALSE)
 
 
 def same_values(a: Any, b: Any) -> Any:
@@ -122,12 +123,26 @@ def value_codes(own: Any, other: Any = None) -> tuple[np.ndarray, np.ndarray | N
         return a, np.array([index.get(value_key(v), -1) for v in other.to_pylist()], dtype=np.int64)
     own = canonical(own)
     uniq = pc.unique(own)
-    a = pc.index_in(own, value_set=uniq, skip_nulls=False).to_numpy(zero_copy_only=False).astype(np.int64)
+    a = int_numpy(pc.index_in(own, value_set=uniq, skip_nulls=False))
     if other is None:
         return a, None
     other = canonical(other.cast(own.type) if not other.type.equals(own.type) else other)
-    b = pc.fill_null(pc.index_in(other, value_set=uniq, skip_nulls=False), -1)
-    return a, b.to_numpy(zero_copy_only=False).astype(np.int64)
+    return a, int_numpy(pc.fill_null(pc.index_in(other, value_set=uniq, skip_nulls=False), scalar(-1, pa.int32())))
+
+
+def int_numpy(array: Any) -> np.ndarray:
+    """A non-null integer Arrow array (or chunked array) as NumPy int64 (without pandas).
+
+    Example:
+        >>> int_numpy(pa.chunked_array([[1, 2], [3]], pa.int32())).tolist()
+        [1, 2, 3]
+    """
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks() if array.num_chunks else pa.array([], array.type)
+    width = array.type.bit_width // 8
+    kind = "i" if pa.types.is_signed_integer(array.type) else "u"
+    data = np.frombuffer(array.buffers()[1], dtype=f"<{kind}{width}")[array.offset : array.offset + len(array)]
+    return data.astype(np.int64)
 
 
 def distinct(column: Any) -> pa.Array:
@@ -178,10 +193,10 @@ def within(column: Any, lo: pa.Scalar | None, hi: pa.Scalar | None) -> Any:
         if _is_nan(lo.as_py() if floating else None):
             mask = pc.and_(mask, nan)
         else:
-            ge = pc.fill_null(pc.greater_equal(column, lo), False)
+            ge = pc.fill_null(pc.greater_equal(column, lo), _FALSE)
             mask = pc.and_(mask, pc.or_(ge, nan) if floating else ge)
     if hi is not None and not _is_nan(hi.as_py() if floating else None):
-        mask = pc.and_(mask, pc.fill_null(pc.less_equal(column, hi), False))  # NaN is never <= a number
+        mask = pc.and_(mask, pc.fill_null(pc.less_equal(column, hi), _FALSE))  # NaN is never <= a number
     return mask
 
 
@@ -413,6 +428,7 @@ __all__ = [
     "decimal_bound",
     "distinct",
     "exact_statistics",
+    "int_numpy",
     "iso_timestamp",
     "merge_spellings",
     "nan_mask",

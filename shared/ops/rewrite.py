@@ -57,7 +57,7 @@ from ..core.arrays import (
 from ..core.schema import conform
 from ..core.snapshot import LiveFile, TableSnapshot, open_data_file
 from ..core.stats import DEFAULT_INDEXED_COLUMNS
-from ..core.values import canonical, sort_key, within
+from ..core.values import canonical, int_numpy, sort_key, within
 from ..errors import CorruptDataError, DuplicateKeyError, InvalidArgumentError
 from .lanes import lane_count, split_values, value_groups, write_lanes, write_pipelined
 from .layout import LAYOUT_TAG, RUN_TAG, layout_signature, writer_properties
@@ -389,19 +389,22 @@ class PartitionRewriter:
         """The null rows, the distinct values of ``by`` in Spark's order (one zero, one NaN, last) and
         the rows of each, over every row group."""
         null_rows = 0
-        found: list[pa.Table] = []
+        found: list[pa.Array] = []
+        counts: list[np.ndarray] = []
         for rg in self._row_groups:
             col = self._read_by_column(rg)
             null_rows += col.null_count
             vc = pc.value_counts(canonical(col.drop_null()))
-            found.append(pa.table({"v": vc.field("values"), "n": vc.field("counts")}))
+            found.append(vc.field("values"))
+            counts.append(int_numpy(vc.field("counts")))
         if not found:
             return null_rows, pa.nulls(0, self.by_type), np.zeros(0, dtype=np.int64)
-        summed = pa.concat_tables(found).group_by("v", use_threads=False).aggregate([("n", "sum")])
-        order = pc.array_sort_indices(summed.column("v"), null_placement="at_end")  # NaN sorts last
-        summed = summed.take(order)
-        values = summed.column("v").combine_chunks()
-        return null_rows, values, summed.column("n_sum").to_numpy().astype(np.int64)
+        every = pa.concat_arrays(found)
+        values = pc.unique(every)
+        sums = np.zeros(len(values), dtype=np.int64)
+        np.add.at(sums, int_numpy(pc.index_in(every, value_set=values)), np.concatenate(counts))
+        order = pc.array_sort_indices(values, null_placement="at_end")  # NaN sorts last
+        return null_rows, values.take(order), sums[numpy_indices(order)]
 
     def _read_by_column(self, rg: _RowGroup) -> pa.ChunkedArray:
         pf = self._parquet[rg.file]
