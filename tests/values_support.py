@@ -17,6 +17,7 @@ from deltaextras.core.actions import CommitInfo, encode_commit
 from deltaextras.core.dv import inline_descriptor, read_deletion_vector
 from deltaextras.core.log import commit_key
 from deltaextras.core.snapshot import TableSnapshot, open_data_file
+from deltaextras.errors import DeltaExtrasError
 from deltaextras.expr.predicate import matches, parse
 from deltaextras.ops.rorder import plan_messages
 
@@ -51,7 +52,8 @@ def winner_delete(uri: str, paths: Iterable[str], predicate: str) -> int:
 
 def race(uri: str, winners: list[Callable[[], Any]], **plan: Any) -> tuple[list[Any], list[Any]]:
     """Plan every partition; rewrite each, the winners (in order) committing before the first commit
-    attempt of the first partition. Returns rorder's reports and the winners' results."""
+    attempt of the first partition. Returns rorder's reports (or the error a partition raised) and the
+    winners' results."""
     pending = list(winners)
     done: list[Any] = []
 
@@ -59,7 +61,12 @@ def race(uri: str, winners: list[Callable[[], Any]], **plan: Any) -> tuple[list[
         while pending:
             done.append(pending.pop(0)())
 
-    reports = [rorder_single(m, hooks={"before_commit": before_commit}) for m in plan_messages(uri, **plan)]
+    reports: list[Any] = []
+    for message in plan_messages(uri, **plan):
+        try:
+            reports.append(rorder_single(message, hooks={"before_commit": before_commit}))
+        except DeltaExtrasError as exc:  # a refused carry: the test decides whether it may happen
+            reports.append(exc)
     while pending:  # nothing to rewrite: the winners still commit, after
         done.append(pending.pop(0)())
     return reports, done

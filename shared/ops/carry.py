@@ -17,9 +17,10 @@ carries the deletes forward:
    the commit retires each input as it is now (the winner's vector), and commits at the next version.
 
 Anything that cannot be mapped exactly stays a conflict with its reason: a compaction removed an input
-(``dataChange: false``), a vector lost rows, the table tracks row ids or has deletion vectors disabled,
-or a deleted row is not found in the outputs. (A metadata or protocol change never reaches here: the
-transaction raises it.)
+(``dataChange: false``), a copy-on-write change rewrote an input of a ``unique_by`` rewrite (the rows
+it kept would need de-duplicating against ours), a vector lost rows, the table tracks row ids or has
+deletion vectors disabled, or a deleted row is not found in the outputs. (A metadata or protocol change
+never reaches here: the transaction raises it.)
 
 Why by value and not an input→output row map: the rewrite stays as it is (no extra bookkeeping on
 its hot path, no map of 8 bytes per row held or spilled for a conflict that rarely happens), and the
@@ -143,6 +144,7 @@ class Carrier:
                 if path in added:
                     inp.current = added[path]
                 elif removed[path].data_change:
+                    self._check_survivors(c, inp, w)
                     inp.current = None
                 else:
                     raise ConcurrentDeleteReadError(
@@ -152,6 +154,20 @@ class Carrier:
                 inp.changed = True
                 self.result.commits.add(c.version)
                 self._dirty = True
+
+    def _check_survivors(self, c: Conflict, inp: _Input, w: Winner) -> None:
+        """With ``unique_by``, a winner that rewrote an input into new files of its partition (a
+        copy-on-write DELETE, UPDATE or MERGE) cannot be carried: the rows it kept live on beside our
+        outputs, and only a rewrite that reads them too de-duplicates as a serial order would."""
+        if not self.deduplicated:
+            return
+        types = self.snap.schema.partition_types()
+        mine = _pv(inp.read.add.partition_values, types)
+        if any(a.path not in self.inputs and _pv(a.partition_values, types) == mine for a in w.adds):
+            raise ConcurrentDeleteReadError(
+                f"commit {c.version} rewrote input {inp.read.path} into new files (a copy-on-write change); a "
+                "de-duplicating rewrite cannot carry it. Nothing was committed. Plan again"
+            )
 
     def _check_table(self, c: Conflict) -> None:
         if self.snap.protocol.has_feature("rowTracking"):
@@ -340,7 +356,9 @@ class Carrier:
                 continue
             trimmed, gone = _without_keys(self._read_change(cdc), firsts, surplus)
             self.result.changes_trimmed += gone
-            self.result.changes[cdc.path] = self._write_change(cdc, trimmed) if trimmed.num_rows else None
+            # an empty file rather than none: a data-change commit without change files would read as
+            # every removed row deleted and every added row inserted
+            self.result.changes[cdc.path] = self._write_change(cdc, trimmed)
 
     def _read_change(self, cdc: Cdc) -> pa.Table:
         return pq.ParquetFile(self.storage.open_input(log_path_to_key(cdc.path), cdc.size)).read()
