@@ -106,6 +106,15 @@ def test_delete_finds_a_decimal_its_statistics_rounded(tmp_path: Path, mode: str
     assert rows_checksum(scan(path)) == rows_checksum(small)
 
 
+def test_an_in_list_matches_nan_of_any_payload(tmp_path: Path) -> None:
+    """``f IN ('NaN', 0)`` deletes every NaN (whatever its payload) and both zeros, as ``f = 'NaN'`` does."""
+    path = str(tmp_path / "t")
+    rows = pa.table({"f": pa.array([NAN_A, NAN_B, -0.0, 0.0, 1.0, None], pa.float64()), "k": list(range(6))})
+    write_deltalake(path, rows)
+    assert delete(path, "f IN ('NaN', 0)").rows_deleted == 4
+    assert rows_checksum(scan(path)) == rows_checksum(rows.take([4, 5]))
+
+
 # ------------------------------------------------------------------ 4. both zeros in the row-group column
 def test_a_delete_of_both_zeros_is_carried(tmp_path: Path) -> None:
     """A double ``by`` column holding 0.0 and -0.0: a concurrent delete of ``f = 0`` is carried (the
