@@ -23,6 +23,7 @@ from values_support import live_paths, race, winner_delete
 from deltaextras import delete, enable_deletion_vectors, plan_table, rorder, rorder_single
 from deltaextras.app import cli
 from deltaextras.errors import InvalidArgumentError
+from deltaextras.ops.plan_stream import plan_table_lean
 from deltaextras.ops.rorder import plan_messages
 
 
@@ -181,6 +182,8 @@ def test_a_timestamp_partition_spelled_two_ways_is_one_unit(tmp_path: Path) -> N
     entry.write_text(text.replace('"ts":"2024-01-01 00:00:00.000000"', '"ts":"2024-01-01 00:00:00"'))
 
     assert len(plan_table(path, by="k", unique_by="k").to_rewrite()) == 1
+    (lean,) = plan_table_lean(path, by="k", unique_by="k").to_rewrite()  # the orchestrator's plan
+    assert lean.tally.files == 2
     (report,) = rorder(path, by="k", unique_by="k", max_workers=1)
     assert report.status == "committed" and report.duplicates_removed == 1
     assert spark_checksum(path) == rows_checksum(rows, spark=True)

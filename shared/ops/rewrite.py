@@ -57,7 +57,7 @@ from ..core.arrays import (
 from ..core.schema import conform
 from ..core.snapshot import LiveFile, TableSnapshot, open_data_file
 from ..core.stats import DEFAULT_INDEXED_COLUMNS
-from ..core.values import canonical, int_numpy, sort_key, within
+from ..core.values import canonical, int_numpy, nan_mask, sort_key, within
 from ..errors import CorruptDataError, DuplicateKeyError, InvalidArgumentError
 from .lanes import lane_count, split_values, value_groups, write_lanes, write_pipelined
 from .layout import LAYOUT_TAG, RUN_TAG, layout_signature, writer_properties
@@ -391,9 +391,12 @@ class PartitionRewriter:
         null_rows = 0
         found: list[pa.Array] = []
         counts: list[np.ndarray] = []
+        floating = pa.types.is_floating(self.by_type)
         for rg in self._row_groups:
             col = self._read_by_column(rg)
             null_rows += col.null_count
+            if floating and rg.hi is not None and py_value(pc.any(nan_mask(col))):
+                rg.hi = float("nan")  # statistics leave NaN out: this row group reaches the last pass
             vc = pc.value_counts(canonical(col.drop_null()))
             found.append(vc.field("values"))
             counts.append(int_numpy(vc.field("counts")))
@@ -764,14 +767,13 @@ def _pass_mask(col: pa.ChunkedArray, p: _Pass) -> pa.ChunkedArray:
 
 
 def _overlaps(rg: _RowGroup, p: _Pass) -> bool:
-    """Whether a row group's statistics admit rows of one pass of a multi-pass plan. Float statistics
-    leave NaN out, so a float row group may always hold NaN, the greatest value."""
+    """Whether a row group's statistics admit rows of one pass of a multi-pass plan, in Spark's order
+    (a float row group holding NaN has NaN, the greatest value, as its upper bound)."""
     if p.nulls_only:
         return rg.nulls is None or rg.nulls > 0
     if rg.lo is None:  # no statistics: could hold anything, unless known to be all null
         return not (rg.nulls is not None and rg.nulls == rg.rows)
-    high = sort_key(float("nan")) if isinstance(rg.hi, float) else sort_key(rg.hi)
-    return not (high < sort_key(p.lo) or sort_key(rg.lo) > sort_key(p.hi))
+    return not (sort_key(rg.hi) < sort_key(p.lo) or sort_key(rg.lo) > sort_key(p.hi))
 
 
 def _comparable_stats(pf: pq.ParquetFile, name: str, target: pa.DataType) -> bool:
