@@ -87,6 +87,14 @@ def test_the_change_feed_of_a_carried_rewrite_is_the_serial_one(tmp_path: Path) 
     )
     ours = json.loads((Path(path) / "_delta_log" / f"{report.commit_version:020d}.json").read_text().splitlines()[0])
     assert ours["commitInfo"]["operationMetrics"]["numDeletedRows"] == "1"
+    named = {
+        json.loads(line)["cdc"]["path"]
+        for entry in (Path(path) / "_delta_log").glob("*.json")
+        for line in entry.read_text().splitlines()
+        if '"cdc"' in line
+    }
+    on_disk = {p.relative_to(path).as_posix() for p in (Path(path) / "_change_data").rglob("*.parquet")}
+    assert on_disk == named  # the change file written before the carry is gone with it
 
 
 # ------------------------------------------------------------------ 3. decimal statistics

@@ -234,7 +234,8 @@ class Carrier:
 
     def unused(self, committed: list[Action]) -> list[str]:
         """Storage keys of files written for the rewrite or for earlier carries that ``committed`` does
-        not name (outputs whose every row was deleted, vector files of lost attempts)."""
+        not name (outputs whose every row was deleted, vector files of lost attempts, change data files
+        written again without the duplicates the winners deleted)."""
         named = {log_path_to_key(a.path) for a in committed if isinstance(a, (Add, Cdc))}
         named |= {
             _vector_key(a.deletion_vector)
@@ -283,6 +284,7 @@ class Carrier:
         for (i, _), d in zip(keep, descriptors, strict=True):
             self.result.vectors[self.outputs[i].path] = d
         self._written.update(o.key for o in self.outputs)
+        self._written.update(log_path_to_key(c.path) for c in self.changes)  # a replaced change file goes
         log.info(
             "carried %d row(s) deleted by %d concurrent commit(s) onto %d rewritten file(s) of %s",
             rows,
