@@ -8,6 +8,7 @@ import decimal
 import hashlib
 import itertools
 import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,23 +19,108 @@ from deltalake import DeltaTable, write_deltalake
 from deltaextras.core.storage import TableStorage
 
 
-def _canon(value: Any) -> Any:
+def _canon(value: Any, spark: bool = False) -> Any:
+    """A JSON-able form of a value: bit-exact, or (``spark``) equal for values Spark SQL finds equal —
+    ``-0.0`` and ``0.0``, every NaN, ``1.5`` and ``1.50`` as decimals, one instant in any zone."""
+    if spark and isinstance(value, decimal.Decimal):
+        return "decimal:" + str(value.normalize() if value else decimal.Decimal(0))
+    if spark and isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return repr(value.astimezone(dt.timezone.utc))
     if isinstance(value, (dt.datetime, dt.date, decimal.Decimal, bytes)):
         return repr(value)
     if isinstance(value, float) and value != value:
         return "NaN"
+    if spark and isinstance(value, float):
+        return value + 0.0
     if isinstance(value, dict):
-        return {k: _canon(v) for k, v in value.items()}
+        return {k: _canon(v, spark) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_canon(v) for v in value]
+        return [_canon(v, spark) for v in value]
     return value
 
 
-def rows_checksum(table: pa.Table) -> tuple[int, str]:
-    """(row count, sha256 of the sorted canonical rows) — order-independent, duplicate-sensitive."""
+def spark_value(value: Any) -> str:
+    """One text per value as Spark SQL compares values (``-0.0`` is ``0.0``, every NaN one value)."""
+    return json.dumps(_canon(value, spark=True), sort_keys=True, default=repr)
+
+
+def rows_checksum(table: pa.Table, *, spark: bool = False) -> tuple[int, str]:
+    """(row count, sha256 of the sorted canonical rows) — order-independent, duplicate-sensitive. With
+    ``spark``, values compare as Spark SQL compares them (see ``_canon``): the oracle of any rewrite that
+    may keep either of two Spark-equal rows."""
     table = table.select(sorted(table.column_names))
-    lines = sorted(json.dumps(_canon(r), sort_keys=True, default=repr) for r in table.to_pylist())
+    lines = sorted(json.dumps(_canon(r, spark), sort_keys=True, default=repr) for r in table.to_pylist())
     return len(lines), hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def spark_checksum(uri: str, storage_options: dict[str, str] | None = None) -> tuple[int, str]:
+    """:func:`rows_checksum` with Spark's value equality of the live content as deltalake reads it."""
+    return rows_checksum(scan(uri, storage_options), spark=True)
+
+
+def change_rows(uri: str, version: int) -> pa.Table:
+    """The rows one commit of a local table deleted or wrote as change data, with ``_change_type`` and the
+    partition values as text: its change files (``cdc``) when it has any, else what its data-changing
+    removes lost — the rows whose deletion vector (as delta-rs applies them, version by version) newly
+    hides them, or every row of a file removed for good. (delta-rs's own change-feed reader takes file
+    paths with percent signs literally, which timestamp partitions have.)"""
+    from urllib.parse import unquote
+
+    root = Path(uri)
+    actions = [json.loads(line) for line in (root / "_delta_log" / f"{version:020d}.json").read_text().splitlines()]
+    parts = []
+    cdcs = [a["cdc"] for a in actions if "cdc" in a]
+    for cdc in cdcs:
+        parts.append(_with_partitions(pq.read_table(root / unquote(cdc["path"])), cdc))
+    if not cdcs:
+        removes = [a["remove"] for a in actions if "remove" in a and a["remove"].get("dataChange", True)]
+        readded = {a["add"]["path"] for a in actions if "add" in a}
+        before, after = _keep_masks(uri, version - 1), _keep_masks(uri, version)
+        for rm in removes:
+            table = pq.read_table(root / unquote(rm["path"]))
+            name = rm["path"].rsplit("/", 1)[-1]
+            live = _mask(before.get(name), table.num_rows)
+            kept = _mask(after.get(name), table.num_rows) if rm["path"] in readded else np.zeros(table.num_rows, bool)
+            gone = table.filter(pa.array(live & ~kept))
+            gone = gone.append_column("_change_type", pa.array(["delete"] * gone.num_rows, pa.string()))
+            parts.append(_with_partitions(gone, rm))
+    return pa.concat_tables(parts, promote_options="default") if parts else pa.table({})
+
+
+def _with_partitions(table: pa.Table, action: dict[str, Any]) -> pa.Table:
+    for name, value in (action.get("partitionValues") or {}).items():
+        table = table.append_column(name, pa.array([value] * table.num_rows, pa.string()))
+    return table
+
+
+def _keep_masks(uri: str, version: int) -> dict[str, np.ndarray]:
+    """delta-rs's keep-masks (True: live) of the files with deletion vectors at a version, by file name."""
+    out = {}
+    for batch in DeltaTable(uri, version=version).deletion_vectors():
+        rb = pa.record_batch(batch)
+        for path, vector in zip(
+            rb.column("filepath").to_pylist(), rb.column("selection_vector").to_pylist(), strict=True
+        ):
+            out[path.rsplit("/", 1)[-1]] = np.array(vector, dtype=bool)
+    return out
+
+
+def _mask(vector: np.ndarray | None, rows: int) -> np.ndarray:
+    if vector is None:
+        return np.ones(rows, dtype=bool)
+    return np.concatenate([vector, np.ones(max(0, rows - len(vector)), dtype=bool)])[:rows]
+
+
+def change_feed(uri: str, start: int = 0, end: int | None = None) -> pa.Table:
+    """The change data feed (deltalake's reader) between two versions, without its version and
+    timestamp columns: the data columns and ``_change_type``."""
+    kwargs = {"starting_version": start} if end is None else {"starting_version": start, "ending_version": end}
+    feed = pa.table(DeltaTable(uri).load_cdf(**kwargs).read_all())
+    feed = feed.drop_columns([c for c in ("_commit_version", "_commit_timestamp") if c in feed.column_names])
+    views = [i for i, f in enumerate(feed.schema) if pa.types.is_string_view(f.type)]
+    for i in views:
+        feed = feed.set_column(i, feed.schema.field(i).name, feed.column(i).cast(pa.string()))
+    return feed
 
 
 def normalized(table: pa.Table, columns: list[str]) -> pa.Table:

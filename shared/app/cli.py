@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import DeltaExtrasError, InvalidArgumentError, PartitionsFailedError
+from ..ops.options import parse_sort_item
 from ..ops.pool import THREAD_PREFIX, RunInterrupted
 from ..ops.report import PartitionReport, RorderReport
 from ..version import __version__
@@ -77,10 +78,7 @@ def _options(p: argparse.ArgumentParser) -> None:
 def _option_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     sort_by = None
     if args.sort_by:
-        sort_by = []
-        for item in args.sort_by:
-            col, _, order = item.partition(":")
-            sort_by.append((col, "descending" if order.lower().startswith("desc") else "ascending"))
+        sort_by = [parse_sort_item(item) for item in args.sort_by]
     return {
         "by": args.by,
         "sort_by": sort_by,

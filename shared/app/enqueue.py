@@ -29,6 +29,7 @@ from typing import Any
 from ..core.storage import normalize_uri
 from ..errors import InvalidArgumentError
 from ..ops.message import RorderMessage, partition_value_to_str
+from ..ops.options import parse_sort_item
 from ..ops.plan import plan_units
 from .config import AppConfig, TableConfig
 
@@ -183,10 +184,7 @@ def add_parser(subparsers: Any) -> None:
 def _main(args: argparse.Namespace) -> int:
     sort_by = None
     if args.sort_by:
-        sort_by = []
-        for item in args.sort_by:
-            col, _, order = item.partition(":")
-            sort_by.append([col, "descending" if order.lower().startswith("desc") else "ascending"])
+        sort_by = [list(parse_sort_item(item)) for item in args.sort_by]
     options = {
         "by": args.by,
         "sort_by": sort_by,

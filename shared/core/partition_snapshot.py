@@ -55,6 +55,7 @@ from .protocol import check_protocol
 from .schema import TableSchema
 from .snapshot import LiveFile, TableSnapshot
 from .storage import TableStorage
+from .values import partition_key, spelled_once
 
 # Checkpoint columns that describe the table rather than its files (read whole: one row each, or few).
 HEAD_COLUMNS = ("metaData", "protocol", "txn", "domainMetadata", "sidecar")
@@ -205,6 +206,9 @@ def adds_in(head: LogHead, column: str | None, values: set[str | None]) -> dict[
     """The live ``add`` actions whose partition ``column`` holds one of ``values`` (``column`` None: every
     file), keyed by logical file id."""
     physical = head.physical(column) if column is not None else None
+    typ = head.schema.partition_type(column) if column is not None else None
+    if typ is not None and not spelled_once(typ):
+        values = _Spellings(values, typ)  # a value matches whichever way the log spells it
     adds: dict[tuple[str, str | None], Add] = {}
     for action in json_checkpoint_adds(head):
         if _matches(action.partition_values, physical, values):
@@ -214,7 +218,7 @@ def adds_in(head: LogHead, column: str | None, values: set[str | None]) -> dict[
         for action in decode_checkpoint_batch(rows):
             assert isinstance(action, Add)
             adds[action.file_id] = action
-    needles = _needles(values) if physical is not None else None
+    needles = _needles(values) if physical is not None and not isinstance(values, _Spellings) else None
     for v, data in head.tail:
         removes: list[tuple[str, str | None]] = []
         added: list[Add] = []
@@ -351,8 +355,10 @@ class PartitionSnapshot(TableSnapshot):
         head = read_head(storage, version, values={value})
         check_protocol(head.protocol, dict(head.metadata.configuration or {}), head.metadata.schema_string)
         column = unit(head)
-        if column is None and value is not None:
-            head = read_head(storage, head.version)  # the whole table: no commit line may be left out
+        typ = head.schema.partition_type(column) if column is not None else None
+        if (column is None and value is not None) or (typ is not None and not spelled_once(typ)):
+            # the whole table, or a value the log may spell several ways: no commit line may be left out
+            head = read_head(storage, head.version)
         snap = cls(head, column, value)
         if cross_check:
             snap.cross_check()
@@ -440,6 +446,11 @@ def _add_mask(add: pa.Array, physical: str | None, values: set[str | None]) -> p
     if physical is None:
         return present
     found = partition_column(add, physical)
+    if isinstance(values, _Spellings):  # typed values: each distinct text of the batch parsed once
+        texts = pc.unique(found).to_pylist()
+        wanted_texts = pa.array(sorted(t for t in texts if t is not None and t in values), pa.string())
+        hit = pc.fill_null(pc.is_in(found, value_set=wanted_texts), False)
+        return pc.and_(present, pc.or_(hit, found.is_null()) if None in values else hit)
     wanted = pa.array(sorted(v for v in values if v is not None), pa.string())
     hit = pc.fill_null(pc.is_in(found, value_set=wanted), False)
     if None in values:
@@ -471,6 +482,18 @@ def partition_column(add: pa.Array, physical: str) -> pa.Array:
     index[parent[hit][::-1]] = entries[hit][::-1]  # the first entry of the key wins
     found[parent[hit]] = True
     return maps.items.take(pa.array(index, pa.int64(), mask=~found))
+
+
+class _Spellings(set):
+    """Partition values of a type spelled more than one way in logs: membership by typed value."""
+
+    def __init__(self, values: set[str | None], typ: pa.DataType) -> None:
+        super().__init__(values)
+        self.typ = typ
+        self.keys = {partition_key(v, typ) for v in values}
+
+    def __contains__(self, text: object) -> bool:
+        return partition_key(text if isinstance(text, str) else None, self.typ) in self.keys
 
 
 def _matches(partition_values: dict[str, str | None] | None, physical: str | None, values: set[str | None]) -> bool:

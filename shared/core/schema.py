@@ -88,6 +88,19 @@ class TableSchema:
         """The key a partition column has in ``partitionValues``."""
         return self._by_name[name].physical if name in self._by_name else name
 
+    def partition_type(self, name: str) -> pa.DataType | None:
+        """The Arrow type of a partition column by logical name (None: not a column of the schema)."""
+        col = self._by_name.get(name)
+        return None if col is None else self._arrow_type(col.delta_type)
+
+    def partition_types(self) -> dict[str, pa.DataType]:
+        """The Arrow type of each partition column, by the key ``partitionValues`` uses for it."""
+        return {
+            self.partition_physical(c): self._arrow_type(self._by_name[c].delta_type)
+            for c in self.partition_columns
+            if c in self._by_name
+        }
+
     # ------------------------------------------------------------------ building
     def _physical(self, f: dict[str, Any]) -> str:
         if self.mapping_mode == "none":

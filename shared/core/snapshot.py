@@ -28,6 +28,7 @@ from .log import LogState, list_log, replay
 from .protocol import check_protocol, has_feature
 from .schema import TableSchema
 from .storage import TableStorage, location, log_path_to_key
+from .values import merge_spellings, partition_key, spelled_once
 
 
 @dataclass
@@ -181,14 +182,19 @@ class TableSnapshot:
         """Live files of one partition (``column`` None: every file)."""
         if column is None:
             return list(self.files)
-        return [f for f in self.files if f.partition_values.get(column) == value]
+        typ = self.schema.partition_type(column)
+        if typ is None or spelled_once(typ):
+            return [f for f in self.files if f.partition_values.get(column) == value]
+        key = partition_key(value, typ)  # every spelling of the value (``1.0`` and ``1``, ...)
+        return [f for f in self.files if partition_key(f.partition_values.get(column), typ) == key]
 
     def partitions(self, column: str) -> dict[str | None, list[LiveFile]]:
-        """Live files grouped by the value of one partition column."""
+        """Live files grouped by the value of one partition column: one group per value, under the least
+        of its spellings in the log (see :mod:`deltaextras.core.values`)."""
         groups: dict[str | None, list[LiveFile]] = {}
         for f in self.files:
             groups.setdefault(f.partition_values.get(column), []).append(f)
-        return groups
+        return merge_spellings(groups, self.schema.partition_type(column), lambda a, b: a + b)
 
     def selection_vectors(self, files: list[LiveFile]) -> dict[str, np.ndarray]:
         """Keep-masks (True = live row) of the given files that carry deletion vectors, by log path."""

@@ -1,5 +1,6 @@
 """Evaluation of a bound expression on Arrow tables with SQL's three-valued logic and Spark's float
-ordering (``NaN`` equal to itself and above every number, ``-0.0 = 0.0``).
+ordering (``NaN`` equal to itself whatever its payload and above every number, ``-0.0 = 0.0``; see
+:mod:`deltaextras.core.values`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core.arrays import bool_array, constant_array, py_value, scalar
+from ..core.values import canonical
 from .binder import bind, typed_literal
 from .tree import And, Column, Compare, Expr, InList, InvalidPredicateError, IsNull, Like, Literal, Not, Or
 
@@ -100,10 +102,8 @@ class _Eval:
                     operand = operand.cast(typ) if _safe_cast(operand.type, typ) else operand
                     if not operand.type.equals(typ):
                         value_set = value_set.cast(operand.type)
-                if pa.types.is_floating(operand.type) and 0 in value_set.to_pylist():
-                    # -0.0 + 0.0 is 0.0: both zeros are one value, as in Spark (needed only to match a zero)
-                    operand, value_set = pc.add(operand, 0.0), pc.add(value_set, 0.0)
-                hit = pc.is_in(operand, value_set=value_set, skip_nulls=True)
+                # Spark's equality (both zeros one value, every NaN one value), not Arrow's bitwise one
+                hit = pc.is_in(canonical(operand), value_set=canonical(value_set), skip_nulls=True)
             else:
                 hit = self._const(False)
             hit = pc.if_else(pc.is_null(operand), _NULL_BOOL, hit)

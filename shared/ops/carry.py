@@ -17,9 +17,10 @@ carries the deletes forward:
    the commit retires each input as it is now (the winner's vector), and commits at the next version.
 
 Anything that cannot be mapped exactly stays a conflict with its reason: a compaction removed an input
-(``dataChange: false``), a vector lost rows, the table tracks row ids or has deletion vectors disabled,
-or a deleted row is not found in the outputs. (A metadata or protocol change never reaches here: the
-transaction raises it.)
+(``dataChange: false``), a copy-on-write change rewrote an input of a ``unique_by`` rewrite (the rows
+it kept would need de-duplicating against ours), a vector lost rows, the table tracks row ids or has
+deletion vectors disabled, or a deleted row is not found in the outputs. (A metadata or protocol change
+never reaches here: the transaction raises it.)
 
 Why by value and not an input→output row map: the rewrite stays as it is (no extra bookkeeping on
 its hot path, no map of 8 bytes per row held or spilled for a conflict that rarely happens), and the
@@ -45,33 +46,25 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyroaring import BitMap
 
-from ..core.actions import Action, Add, CommitInfo, DeletionVectorDescriptor, Remove
+from ..core.actions import Action, Add, Cdc, CommitInfo, DeletionVectorDescriptor, Remove
+from ..core.arrays import py_value
 from ..core.conflicts import Conflict, Winner
 from ..core.dv import build_descriptors, read_deletion_vectors
 from ..core.schema import conform
 from ..core.snapshot import LiveFile, TableSnapshot, open_data_file
 from ..core.storage import log_path_to_key
+from ..core.values import NAN_KEY, partition_values_key, value_codes, value_key
 from ..errors import ConcurrentDeleteReadError
+from .changes import CHANGE_DIR, ChangeSink
 from .delete_vectors import deletion_vectors_enabled
 from .rewrite import OutputFile
 
 log = logging.getLogger(__name__)
 
 _UNKNOWN = object()
-
-
-def _frozen(value: Any) -> Any:
-    if isinstance(value, float) and value != value:
-        return ("nan",)
-    if isinstance(value, dict):
-        return tuple((k, _frozen(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return tuple(_frozen(v) for v in value)
-    return value
 
 
 @dataclass
@@ -92,6 +85,10 @@ class CarryResult:
     vectors: dict[str, DeletionVectorDescriptor] = field(default_factory=dict)  # output path -> vector
     dropped: set[str] = field(default_factory=set)  # output paths whose every row was deleted
     vector_file: str | None = None
+    # change data files of dropped duplicates whose rows the winners deleted too: path -> the trimmed file
+    # (None: nothing left), and how many change rows went
+    changes: dict[str, Cdc | None] = field(default_factory=dict)
+    changes_trimmed: int = 0
 
 
 class Carrier:
@@ -109,6 +106,7 @@ class Carrier:
         self.deduplicated = bool(self.unique_names)
         self.wrote = wrote
         self.outputs: list[OutputFile] = []
+        self.changes: list[Cdc] = []  # the rewrite's change data files (dropped duplicates as deletions)
         self.result = CarryResult()
         self._dirty = False
         self._written: set[str] = set()  # files this carry depends on: the outputs and its vector files
@@ -146,6 +144,7 @@ class Carrier:
                 if path in added:
                     inp.current = added[path]
                 elif removed[path].data_change:
+                    self._check_survivors(c, inp, w)
                     inp.current = None
                 else:
                     raise ConcurrentDeleteReadError(
@@ -155,6 +154,20 @@ class Carrier:
                 inp.changed = True
                 self.result.commits.add(c.version)
                 self._dirty = True
+
+    def _check_survivors(self, c: Conflict, inp: _Input, w: Winner) -> None:
+        """With ``unique_by``, a winner that rewrote an input into new files of its partition (a
+        copy-on-write DELETE, UPDATE or MERGE) cannot be carried: the rows it kept live on beside our
+        outputs, and only a rewrite that reads them too de-duplicates as a serial order would."""
+        if not self.deduplicated:
+            return
+        types = self.snap.schema.partition_types()
+        mine = _pv(inp.read.add.partition_values, types)
+        if any(a.path not in self.inputs and _pv(a.partition_values, types) == mine for a in w.adds):
+            raise ConcurrentDeleteReadError(
+                f"commit {c.version} rewrote input {inp.read.path} into new files (a copy-on-write change); a "
+                "de-duplicating rewrite cannot carry it. Nothing was committed. Plan again"
+            )
 
     def _check_table(self, c: Conflict) -> None:
         if self.snap.protocol.has_feature("rowTracking"):
@@ -187,6 +200,11 @@ class Carrier:
                     a = Add.retire(inp.current, a.deletion_timestamp or 0, data_change=a.data_change)
             elif isinstance(a, Add) and a.path in self.result.dropped:
                 continue
+            elif isinstance(a, Cdc) and a.path in self.result.changes:
+                trimmed = self.result.changes[a.path]
+                if trimmed is None:
+                    continue
+                a = trimmed
             elif isinstance(a, Add) and a.path in self.result.vectors:
                 a = _with_vector(a, self.result.vectors[a.path])
             elif isinstance(a, CommitInfo):
@@ -201,13 +219,24 @@ class Carrier:
                         "numAddedFiles": str(len(self.outputs) - len(self.result.dropped)),
                     }
                 )
+                if self.result.changes:
+                    self._count_changes(a.operation_metrics)
             out.append(a)
         return out
 
+    def _count_changes(self, metrics: dict[str, str]) -> None:
+        """The metrics of a rewrite whose change data lost the duplicates the winners deleted."""
+        left = len(self.changes) - sum(1 for c in self.result.changes.values() if c is None)
+        metrics["numAddedChangeFiles"] = str(left)
+        for name in ("numDeletedRows", "numDuplicateRowsRemoved"):
+            if name in metrics:
+                metrics[name] = str(max(0, int(metrics[name]) - self.result.changes_trimmed))
+
     def unused(self, committed: list[Action]) -> list[str]:
         """Storage keys of files written for the rewrite or for earlier carries that ``committed`` does
-        not name (outputs whose every row was deleted, vector files of lost attempts)."""
-        named = {log_path_to_key(a.path) for a in committed if isinstance(a, Add)}
+        not name (outputs whose every row was deleted, vector files of lost attempts, change data files
+        written again without the duplicates the winners deleted)."""
+        named = {log_path_to_key(a.path) for a in committed if isinstance(a, (Add, Cdc))}
         named |= {
             _vector_key(a.deletion_vector)
             for a in committed
@@ -219,11 +248,13 @@ class Carrier:
     def _carry(self) -> None:
         """Locate every row the winners deleted in the outputs and build the outputs' vectors."""
         outputs = _OutputIndex(self.storage, self.outputs, self.target, self.by)
+        types = self.snap.schema.partition_types()
         rows = 0
+        self.result.changes, self.result.changes_trimmed = {}, 0
         groups: dict[tuple[tuple[str, Any], ...], list[_Input]] = {}
         for inp in self.inputs.values():
             if inp.changed:
-                groups.setdefault(_pv(inp.read.add.partition_values), []).append(inp)
+                groups.setdefault(_pv(inp.read.add.partition_values, types), []).append(inp)
         for key, changed in groups.items():
             pieces = [t for t in (self._deleted_rows(inp) for inp in changed) if t.num_rows]
             if not pieces:
@@ -231,8 +262,10 @@ class Carrier:
             table = pa.concat_tables(pieces).combine_chunks()
             rows += table.num_rows
             if self.deduplicated:
-                table = self._complete_rows(key, table)
-            missing = outputs.take(table, [i for i, o in enumerate(self.outputs) if _pv(o.partition_values) == key])
+                table, firsts, surplus = self._complete_rows(key, table)
+                self._trim_changes(key, firsts, surplus, types)
+            mine = [i for i, o in enumerate(self.outputs) if _pv(o.partition_values, types) == key]
+            missing = outputs.take(table, mine)
             if missing:
                 raise ConcurrentDeleteReadError(
                     f"{missing} row(s) deleted concurrently from input {changed[0].read.path} could not be located in "
@@ -251,6 +284,7 @@ class Carrier:
         for (i, _), d in zip(keep, descriptors, strict=True):
             self.result.vectors[self.outputs[i].path] = d
         self._written.update(o.key for o in self.outputs)
+        self._written.update(log_path_to_key(c.path) for c in self.changes)  # a replaced change file goes
         log.info(
             "carried %d row(s) deleted by %d concurrent commit(s) onto %d rewritten file(s) of %s",
             rows,
@@ -277,10 +311,12 @@ class Carrier:
             gone = now - base
         return _read_rows(pf, gone, self.target, f.path)
 
-    def _complete_rows(self, key: tuple[tuple[str, Any], ...], deleted: pa.Table) -> pa.Table:
+    def _complete_rows(self, key: tuple[tuple[str, Any], ...], deleted: pa.Table) -> tuple[pa.Table, pa.Table, Any]:
         """With ``unique_by``: one deleted row per key whose every identical live input row was deleted
         (the output holds one row for them all); counted over the inputs we read, reading only the
-        ``unique_by`` columns of the row groups whose statistics may hold the keys."""
+        ``unique_by`` columns of the row groups whose statistics may hold the keys. Also the key of
+        each deleted key (one row each) and how many of its dropped duplicates the winners deleted
+        (their change data rows must go: a serial order records each deleted row once)."""
         wanted = deleted.select(self.unique)
         dk, _ = _dense_keys(wanted, None)
         dead = np.bincount(dk, minlength=int(dk.max()) + 1 if len(dk) else 0)
@@ -288,7 +324,7 @@ class Carrier:
         values = set(wanted.column(0).to_pylist())
         for inp in self.inputs.values():
             f = inp.read
-            if _pv(f.add.partition_values) != key:
+            if _pv(f.add.partition_values, self.snap.schema.partition_types()) != key:
                 continue
             pf = open_data_file(self.storage, f, pre_buffer=False)
             base = read_deletion_vectors(self.storage, [f.dv])[0]
@@ -307,29 +343,68 @@ class Carrier:
                 offset += rg_rows
         complete = dead >= live
         first = np.zeros(len(dk), dtype=bool)
-        _, firsts = np.unique(dk, return_index=True)
+        keys, firsts = np.unique(dk, return_index=True)
         first[firsts] = True
-        return deleted.filter(pa.array(first & complete[dk]))
+        surplus = np.minimum(dead, np.maximum(live - 1, 0))[keys]  # dropped duplicates deleted concurrently
+        return deleted.filter(pa.array(first & complete[dk])), wanted.take(pa.array(firsts)), surplus
+
+    def _trim_changes(self, key: tuple[tuple[str, Any], ...], firsts: pa.Table, surplus: Any, types: Any) -> None:
+        """Write the change data file of partition directory ``key`` again without ``surplus[i]`` rows of
+        the key ``firsts[i]`` (the dropped duplicates the winners deleted)."""
+        if not int(surplus.sum()):
+            return
+        for cdc in self.changes:
+            if _pv(cdc.partition_values, types) != key:
+                continue
+            trimmed, gone = _without_keys(self._read_change(cdc), firsts, surplus)
+            self.result.changes_trimmed += gone
+            # an empty file rather than none: a data-change commit without change files would read as
+            # every removed row deleted and every added row inserted
+            self.result.changes[cdc.path] = self._write_change(cdc, trimmed)
+
+    def _read_change(self, cdc: Cdc) -> pa.Table:
+        return pq.ParquetFile(self.storage.open_input(log_path_to_key(cdc.path), cdc.size)).read()
+
+    def _write_change(self, cdc: Cdc, rows: pa.Table) -> Cdc:
+        """A new change data file beside ``cdc`` holding ``rows``; its action."""
+        directory = log_path_to_key(cdc.path).rpartition("/")[0].removeprefix(CHANGE_DIR).strip("/")
+        sink = ChangeSink(self.storage, directory, self.target, cdc.partition_values)
+        self.wrote(sink.key)
+        self._written.add(sink.key)
+        try:
+            sink.write(rows)
+            return dataclasses.replace(sink.action(), tags=cdc.tags, extra=dict(cdc.extra))
+        except BaseException:
+            sink.abort()
+            raise
 
     def _unique_schema(self) -> pa.Schema:
         return pa.schema([self.target.field(c) for c in self.unique])
 
 
+def _without_keys(rows: pa.Table, keys: pa.Table, surplus: Any) -> tuple[pa.Table, int]:
+    """``rows`` without the first ``surplus[i]`` rows equal to ``keys[i]`` on the key columns; how many went.
+
+    Example:
+        >>> rows = pa.table({"k": [1.0, -0.0, 0.0, 1.0], "v": [1, 2, 3, 4]})
+        >>> kept, gone = _without_keys(rows, pa.table({"k": [0.0, 1.0]}), np.array([1, 2]))
+        >>> kept.to_pydict(), gone
+        ({'k': [0.0], 'v': [3]}, 3)
+    """
+    ks, kr = _dense_keys(keys, rows.select(keys.column_names))
+    budget = np.zeros(int(max(ks.max(initial=-1), kr.max(initial=-1))) + 1, dtype=np.int64)
+    budget[ks] = surplus
+    valid = kr >= 0
+    ranks = np.full(len(kr), -1, dtype=np.int64)
+    ranks[valid] = _ranks(kr[valid])
+    drop = valid & (ranks < budget[np.where(valid, kr, 0)])
+    return rows.filter(pa.array(~drop)), int(drop.sum())
+
+
 def _column_codes(own: pa.ChunkedArray | pa.Array, other: pa.ChunkedArray | pa.Array | None) -> tuple[Any, Any]:
-    """Codes of a column's values: equal values (bit for bit; null equals null, NaN equals NaN) share a
+    """Codes of a column's values: Spark-equal values (both zeros, every NaN, null and null) share a
     code; ``other``'s values that ``own`` lacks get -1."""
-    if not pa.types.is_nested(own.type):
-        uniq = pc.unique(own)
-        a = pc.index_in(own, value_set=uniq, skip_nulls=False).to_numpy(zero_copy_only=False)
-        if other is None:
-            return a.astype(np.int64), None
-        b = pc.fill_null(pc.index_in(other, value_set=uniq, skip_nulls=False), -1)
-        return a.astype(np.int64), b.to_numpy(zero_copy_only=False).astype(np.int64)
-    index: dict[Any, int] = {}
-    a = np.array([index.setdefault(_frozen(v), len(index)) for v in own.to_pylist()], dtype=np.int64)
-    if other is None:
-        return a, None
-    return a, np.array([index.get(_frozen(v), -1) for v in other.to_pylist()], dtype=np.int64)
+    return value_codes(own, other)
 
 
 def _dense_keys(own: pa.Table, other: pa.Table | None) -> tuple[Any, Any]:
@@ -382,8 +457,9 @@ def _ranks(keys: Any) -> Any:
     return ranks
 
 
-def _pv(values: dict[str, str | None] | None) -> tuple[tuple[str, Any], ...]:
-    return tuple(sorted((values or {}).items()))
+def _pv(values: dict[str, str | None] | None, types: dict[str, pa.DataType]) -> tuple[tuple[str, Any], ...]:
+    """A partition directory's key: its values as typed values (one key for every spelling)."""
+    return partition_values_key(values, types)
 
 
 def _present(pf: pq.ParquetFile, columns: list[str]) -> list[str]:
@@ -493,13 +569,12 @@ class _OutputIndex:
             self._file(i)
         by = deleted.column(self.by)
         found = np.zeros(deleted.num_rows, dtype=bool)
-        uniq = pc.unique(by)
-        codes = pc.index_in(by, value_set=uniq, skip_nulls=False).to_numpy(zero_copy_only=False)
+        codes, _ = value_codes(by)  # Spark-equal values share a code (both zeros, every NaN)
         order = np.argsort(codes, kind="stable")
-        bounds = np.searchsorted(codes[order], np.arange(len(uniq) + 1))
-        values = uniq.to_pylist()
-        unknown_value = any(v is not None and v != v for v in values)
-        rows_of = {v: order[bounds[k] : bounds[k + 1]] for k, v in enumerate(values)}
+        bounds = np.searchsorted(codes[order], np.arange(int(codes.max(initial=-1)) + 2))
+        keys = [value_key(py_value(by[int(order[bounds[k]])])) for k in range(len(bounds) - 1)]
+        unknown_value = NAN_KEY in keys
+        rows_of = {v: order[bounds[k] : bounds[k + 1]] for k, v in enumerate(keys)}
         everything = np.arange(deleted.num_rows)
         for i, g, first, value, all_null in self.groups:
             if i not in candidates or found.all():
@@ -509,7 +584,7 @@ class _OutputIndex:
             elif value is _UNKNOWN or unknown_value:
                 sub = everything
             else:
-                sub = rows_of.get(value, everything[:0])
+                sub = rows_of.get(value_key(value), everything[:0])
             sub_idx = np.asarray(sub, dtype=np.int64)
             if len(sub_idx):
                 sub_idx = sub_idx[~found[sub_idx]]

@@ -36,6 +36,7 @@ from ..errors import CorruptDataError
 
 CHANGE_DIR = "_change_data"
 CHANGE_TYPE = "_change_type"
+_SAFE = "/=-_.~"  # characters a change file's log path keeps as they are
 
 
 class ParquetSink:
@@ -93,6 +94,10 @@ class ChangeSink(ParquetSink):
         self, storage: TableStorage, directory: str, schema: pa.Schema, partition_values: dict[str, Any]
     ) -> None:
         name = f"cdc-00000-{uuid.uuid4()}.c000.zstd.parquet"
+        if quote(directory, safe=_SAFE) != directory:
+            # a directory whose log path needs percent-encoding (a timestamp partition's ``:``, ``%``):
+            # delta-rs reads change file paths without decoding them, so the file goes where both agree
+            directory = ""
         key = f"{CHANGE_DIR}/{directory}/{name}" if directory else f"{CHANGE_DIR}/{name}"
         super().__init__(storage, key, schema.append(pa.field(CHANGE_TYPE, pa.string())))
         self.partition_values = dict(partition_values)
@@ -101,7 +106,7 @@ class ChangeSink(ParquetSink):
         """Close the file; its ``cdc`` action (``dataChange: false``, as the protocol requires)."""
         size = self.close(expect_rows=self.rows)
         return Cdc(
-            path=quote(self.key, safe="/=-_.~"),
+            path=quote(self.key, safe=_SAFE),
             partition_values=dict(self.partition_values),
             size=size,
             data_change=False,

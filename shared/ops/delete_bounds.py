@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
 
 from ..core.arrays import py_value, scalar
-from ..errors import CorruptDataError
+from ..core.values import decimal_bound, iso_timestamp, parse_partition_value
 
 _STRING_MAX_PAD = "\U0010ffff"
 
 
 def partition_scalar(text: str | None, typ: pa.DataType) -> pa.Scalar:
-    """A partition value as the log serializes it (text; empty or None is NULL), typed.
+    """A partition value as the log serializes it (text; empty or None is NULL), typed
+    (:func:`deltaextras.core.values.parse_partition_value`).
 
     Example:
         >>> partition_scalar("2024-01-02", pa.date32()).as_py()
@@ -30,39 +30,7 @@ def partition_scalar(text: str | None, typ: pa.DataType) -> pa.Scalar:
         >>> partition_scalar("", pa.int64()).is_valid
         False
     """
-    if text is None or text == "":
-        return scalar(None, typ)
-    try:
-        if pa.types.is_timestamp(typ):
-            value = _iso_timestamp(text)
-            if typ.tz is None:
-                value = value.replace(tzinfo=None)
-            elif value.tzinfo is None:
-                value = value.replace(tzinfo=dt.timezone.utc)
-            return scalar(value, typ)
-        if pa.types.is_date(typ):
-            return scalar(dt.date.fromisoformat(text[:10]), typ)
-        if pa.types.is_boolean(typ):
-            return scalar(text.lower() == "true", typ)
-        if pa.types.is_decimal(typ):
-            return scalar(Decimal(text), typ)
-        if pa.types.is_integer(typ):
-            return scalar(int(text), typ)
-        if pa.types.is_floating(typ):
-            return scalar(float(text), typ)
-        if pa.types.is_binary(typ) or pa.types.is_large_binary(typ):
-            return scalar(text.encode("utf-8"), typ)
-        return scalar(text, typ)
-    except (ValueError, TypeError, OverflowError, pa.ArrowException) as exc:
-        raise CorruptDataError(f"partition value {text!r} is not a valid {typ}: {exc}") from None
-
-
-def _iso_timestamp(text: str) -> dt.datetime:
-    s = text.strip().replace("T", " ", 1)
-    if s.endswith(("Z", "z")):
-        s = s[:-1] + "+00:00"
-    value = dt.datetime.fromisoformat(s)
-    return value.astimezone(dt.timezone.utc) if value.tzinfo is not None else value
+    return parse_partition_value(text, typ)
 
 
 def json_bound(value: Any, typ: pa.DataType, *, upper: bool) -> Any:
@@ -81,7 +49,7 @@ def json_bound(value: Any, typ: pa.DataType, *, upper: bool) -> Any:
         return None
     try:
         if pa.types.is_timestamp(typ):
-            ts = _iso_timestamp(str(value))
+            ts = iso_timestamp(str(value))
             if typ.tz is None:
                 ts = ts.replace(tzinfo=None)
             elif ts.tzinfo is None:
@@ -94,7 +62,7 @@ def json_bound(value: Any, typ: pa.DataType, *, upper: bool) -> Any:
         if pa.types.is_boolean(typ):
             return bool(value) if isinstance(value, bool) else None
         if pa.types.is_decimal(typ):
-            return Decimal(str(value))
+            return decimal_bound(value, upper=upper)  # exact, or widened where a double may have rounded it
         if pa.types.is_integer(typ) or pa.types.is_floating(typ):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 return None

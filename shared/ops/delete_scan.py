@@ -38,6 +38,7 @@ from ..core.arrays import constant_array, py_value, true_mask
 from ..core.dv import bitmap_from_positions, read_deletion_vectors
 from ..core.schema import TableSchema, conform
 from ..core.snapshot import LiveFile, TableSnapshot, open_data_file
+from ..core.values import exact_statistics
 from ..errors import CorruptDataError
 from ..expr.predicate import Expr, FieldStats, bind, evaluate, might_be_true
 from .delete_bounds import _statistic_bounds, json_bound, parquet_bound, partition_scalar
@@ -176,6 +177,7 @@ class Scanner:
         mins = stats.get("minValues") or {}
         maxs = stats.get("maxValues") or {}
         nulls = stats.get("nullCount") or {}
+        exact: dict[str, Any] = {}
 
         def lookup(name: str) -> FieldStats | None:
             if name in parts:
@@ -185,9 +187,14 @@ class Scanner:
             phys = self.full_schema.physical(name)
             typ = self.types[name]
             nc = nulls.get(phys)
+            low, high = mins, maxs
+            if pa.types.is_decimal(typ):  # decimals from the log's text, not through a double
+                if not exact:
+                    exact.update(exact_statistics(f.add.stats) or {"minValues": mins, "maxValues": maxs})
+                low, high = exact.get("minValues") or {}, exact.get("maxValues") or {}
             return FieldStats(
-                json_bound(mins.get(phys), typ, upper=False),
-                json_bound(maxs.get(phys), typ, upper=True),
+                json_bound(low.get(phys), typ, upper=False),
+                json_bound(high.get(phys), typ, upper=True),
                 int(nc) if isinstance(nc, (int, float)) and not isinstance(nc, bool) else None,
                 int(n) if n is not None else None,
             )

@@ -54,19 +54,51 @@ def normalize_sort_by(sort_by: Any) -> SortSpec:
         if isinstance(item, str):
             out.append((_column_name(item, "sort_by"), "ascending"))
         elif isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[1], str):
-            order = item[1].lower()
-            if order in ("asc", "desc"):
-                order = "ascending" if order == "asc" else "descending"
-            if order not in ORDERS:
-                raise InvalidArgumentError(
-                    f"sort_by order {item[1]!r} for column {item[0]!r} must be 'ascending' or 'descending'"
-                )
-            out.append((_column_name(item[0], "sort_by"), order))
+            out.append((_column_name(item[0], "sort_by"), sort_order(item[1], item[0])))
         else:
             raise InvalidArgumentError(
                 f"sort_by entry {shown(item)} must be a column name or a (name, 'ascending'|'descending') pair"
             )
     return tuple(out)
+
+
+# Every accepted spelling of a sort direction (case-insensitive), for the library, messages, settings and CLI.
+DIRECTIONS = {"asc": "ascending", "ascending": "ascending", "desc": "descending", "descending": "descending"}
+
+
+def sort_order(word: str, column: Any = None) -> str:
+    """The direction a spelling names (``asc``/``ascending``/``desc``/``descending``, any case); any
+    other spelling is refused with one line naming the accepted ones.
+
+    Example:
+        >>> sort_order("DESC"), sort_order("ascending")
+        ('descending', 'ascending')
+        >>> try:
+        ...     sort_order("down", "t")
+        ... except InvalidArgumentError as exc:
+        ...     print(exc)
+        sort_by direction 'down' for column 't' is not known; use asc, ascending, desc or descending
+    """
+    order = DIRECTIONS.get(word.strip().lower()) if isinstance(word, str) else None
+    if order is None:
+        where = f" for column {column!r}" if column is not None else ""
+        raise InvalidArgumentError(
+            f"sort_by direction {shown(word)}{where} is not known; use asc, ascending, desc or descending"
+        )
+    return order
+
+
+def parse_sort_item(text: str) -> tuple[str, str]:
+    """A command-line sort key ``COL`` or ``COL:DIRECTION`` as ``(column, direction)``.
+
+    Example:
+        >>> parse_sort_item("utc_time:desc"), parse_sort_item("quality")
+        (('utc_time', 'descending'), ('quality', 'ascending'))
+    """
+    column, sep, word = text.rpartition(":")
+    if not sep:
+        return _column_name(text, "sort_by"), "ascending"
+    return _column_name(column, "sort_by"), sort_order(word, column)
 
 
 def normalize_columns(value: Any, what: str) -> tuple[str, ...]:

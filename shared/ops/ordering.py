@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core.arrays import index_array, numpy_indices, plain_integers
+from ..core.values import run_ends as value_run_ends
 from .lanes import value_groups
 from .output import RewriteResult, timed
 from .threads import HelperPool
@@ -75,15 +76,14 @@ def permutation(table: pa.Table, by: str, inner: list[tuple[str, str, str]]) -> 
 
 
 def run_ends(by_col: pa.Array) -> list[int]:
-    """Where each value's rows end once sorted by value (nulls last).
+    """Where each value's rows end once sorted by value (nulls last; both zeros one value, every NaN
+    one value, last: :func:`deltaextras.core.values.run_ends`).
 
     Example:
         >>> run_ends(pa.array([3, None, 1, 3]))
         [1, 3, 4]
     """
-    counts = pc.value_counts(by_col)
-    order = pc.array_sort_indices(counts.field("values"), null_placement="at_end")
-    return list(itertools.accumulate(counts.field("counts").take(order).to_pylist()))
+    return value_run_ends(by_col)
 
 
 def gatherer(

@@ -33,6 +33,7 @@ from ..core.partition_snapshot import LogHead, read_head
 from ..core.protocol import check_protocol
 from ..core.snapshot import LiveFile, TableSnapshot, open_data_file
 from ..core.storage import TableStorage
+from ..core.values import partition_values_key
 from ..errors import InvalidArgumentError, PartitionNotFoundError
 from .layout import LAYOUT_TAG, RUN_TAG, layout_signature, row_groups_in_layout
 from .message import MAX_MESSAGE_JSON, RorderMessage
@@ -240,7 +241,7 @@ def in_layout(snapshot: LogHead | TableSnapshot, files: list[LiveFile], by: str,
     if all(f.tags.get(LAYOUT_TAG) == signature for f in files) and len(runs) == 1 and None not in runs:
         extra = f" ({deleted} deleted rows under the {options.max_deleted_rows_ratio:.0%} threshold)" if deleted else ""
         return f"already in layout: {len(files)} file(s) from one rewrite{extra}"
-    groups = {tuple(sorted(f.partition_values.items(), key=lambda kv: kv[0])) for f in files}
+    groups = {partition_values_key(f.add.partition_values, snapshot.schema.partition_types()) for f in files}
     if len(files) == len(groups) and not deleted and not options.sort_by and not options.unique_by:
         # One untagged file per partition directory: in layout if its row groups say so.
         physical = snapshot.schema.physical(by)

@@ -57,13 +57,14 @@ from ..core.arrays import (
 from ..core.schema import conform
 from ..core.snapshot import LiveFile, TableSnapshot, open_data_file
 from ..core.stats import DEFAULT_INDEXED_COLUMNS
+from ..core.values import canonical, int_numpy, nan_mask, sort_key, within
 from ..errors import CorruptDataError, DuplicateKeyError, InvalidArgumentError
 from .lanes import lane_count, split_values, value_groups, write_lanes, write_pipelined
 from .layout import LAYOUT_TAG, RUN_TAG, layout_signature, writer_properties
 from .options import RorderOptions
 from .ordering import gatherer, permutation
 from .output import OutputFile, OutputWriter, RewriteResult, timed
-from .row_keys import canonical_floats, first_rows_hashed, same_values
+from .row_keys import first_rows_hashed, same_values
 from .threads import HelperPool
 
 log = logging.getLogger(__name__)
@@ -345,28 +346,13 @@ class PartitionRewriter:
             for rg in self._row_groups:
                 rg.passes = [0]
             return [_Pass(everything=True)]
-        null_rows = 0
-        counts: dict[Any, int] = {}
-        scalars: dict[Any, pa.Scalar] = {}  # the same values as Arrow scalars of the column's type
-        distinct: list[pa.Array] = []
-        for rg in self._row_groups:
-            col = self._read_by_column(rg)
-            null_rows += col.null_count
-            vc = pc.value_counts(col.drop_null())
-            found = vc.field("values")
-            distinct.append(found)
-            for j, (v, c) in enumerate(zip(found.to_pylist(), vc.field("counts").to_pylist(), strict=True)):
-                if v not in counts:
-                    counts[v] = 0
-                    scalars[v] = found[j]
-                counts[v] += c
-        ordered = sorted(counts)
+        null_rows, values, counts = self._value_counts()
         rows = sum(rg.rows for rg in self._row_groups) or 1
         per_row = total / rows
         spans: list[list[int]] = []
         acc = 0.0
-        for i, value in enumerate(ordered):
-            size = counts[value] * per_row
+        for i, count in enumerate(counts.tolist()):
+            size = count * per_row
             if spans and acc + size <= capacity:
                 spans[-1][1] = i
                 acc += size
@@ -374,7 +360,7 @@ class PartitionRewriter:
                 spans.append([i, i])
                 acc = size
         passes = [
-            _Pass(lo=ordered[a], hi=ordered[b], lo_arrow=scalars[ordered[a]], hi_arrow=scalars[ordered[b]])
+            _Pass(lo=py_value(values[a]), hi=py_value(values[b]), lo_arrow=values[a], hi_arrow=values[b])
             for a, b in spans
         ]
         if null_rows or any(rg.nulls is None or rg.nulls for rg in self._row_groups):
@@ -382,7 +368,7 @@ class PartitionRewriter:
         for rg in self._row_groups:
             rg.passes = [k for k, p in enumerate(passes) if _overlaps(rg, p)]
         # Every distinct value and its pass, to route spilled rows with one hash lookup per row.
-        self._values = pc.unique(pa.concat_arrays(distinct)) if distinct else pa.nulls(0, self.by_type)
+        self._values = values
         # The smallest signed type that holds every pass: NumPy's stable sort of 8- and 16-bit integers is
         # a radix sort, several times faster than the merge sort it uses for wider ones (routing, _spill).
         kind = np.int8 if len(passes) < 2**7 else np.int16 if len(passes) < 2**15 else np.int32
@@ -396,8 +382,32 @@ class PartitionRewriter:
                 ] = k
         self._pass_table = self._direct_pass_table()
         _release()
-        self.progress(f"{len(ordered)} values in {len(passes)} passes (about {total / 2**20:.0f} MiB of rows)")
+        self.progress(f"{len(values)} values in {len(passes)} passes (about {total / 2**20:.0f} MiB of rows)")
         return passes
+
+    def _value_counts(self) -> tuple[int, pa.Array, np.ndarray]:
+        """The null rows, the distinct values of ``by`` in Spark's order (one zero, one NaN, last) and
+        the rows of each, over every row group."""
+        null_rows = 0
+        found: list[pa.Array] = []
+        counts: list[np.ndarray] = []
+        floating = pa.types.is_floating(self.by_type)
+        for rg in self._row_groups:
+            col = self._read_by_column(rg)
+            null_rows += col.null_count
+            if floating and rg.hi is not None and py_value(pc.any(nan_mask(col))):
+                rg.hi = float("nan")  # statistics leave NaN out: this row group reaches the last pass
+            vc = pc.value_counts(canonical(col.drop_null()))
+            found.append(vc.field("values"))
+            counts.append(int_numpy(vc.field("counts")))
+        if not found:
+            return null_rows, pa.nulls(0, self.by_type), np.zeros(0, dtype=np.int64)
+        every = pa.concat_arrays(found)
+        values = pc.unique(every)
+        sums = np.zeros(len(values), dtype=np.int64)
+        np.add.at(sums, int_numpy(pc.index_in(every, value_set=values)), np.concatenate(counts))
+        order = pc.array_sort_indices(values, null_placement="at_end")  # NaN sorts last
+        return null_rows, values.take(order), sums[numpy_indices(order)]
 
     def _read_by_column(self, rg: _RowGroup) -> pa.ChunkedArray:
         pf = self._parquet[rg.file]
@@ -473,7 +483,7 @@ class PartitionRewriter:
             lo, table = self._pass_table
             if lo <= int(plain.min()) and int(plain.max()) < lo + len(table):
                 return table[plain.astype(np.int64) - lo]
-        found = pc.index_in(column, value_set=self._values)
+        found = pc.index_in(canonical(column), value_set=self._values)
         slots = numpy_indices(pc.fill_null(found.cast(pa.int32()), scalar(len(self._values), pa.int32())))
         return self._value_pass[slots]
 
@@ -663,7 +673,7 @@ class PartitionRewriter:
         """The first row of every key, and each later row of a repeated key beside its key's first row."""
         keys = self.unique_keys
         n = table.num_rows
-        keyed = pa.table({**{k: canonical_floats(table.column(k)) for k in keys}, "__row": row_numbers(n)})
+        keyed = pa.table({**{k: canonical(table.column(k)) for k in keys}, "__row": row_numbers(n)})
         groups = keyed.group_by(keys, use_threads=False).aggregate([("__row", "count")])
         if groups.num_rows == n:
             return row_numbers(n), row_numbers(0), row_numbers(0)
@@ -749,20 +759,21 @@ def _release() -> None:
 
 
 def _pass_mask(col: pa.ChunkedArray, p: _Pass) -> pa.ChunkedArray:
-    """Rows of one pass of a multi-pass plan (an ``everything`` pass is never split)."""
+    """Rows of one pass of a multi-pass plan (an ``everything`` pass is never split), in Spark's order
+    (NaN above ``+inf``)."""
     if p.nulls_only:
         return pc.is_null(col)
-    lo, hi = p.lo_arrow, p.hi_arrow
-    return pc.and_(pc.greater_equal(col, lo), pc.less_equal(col, hi))  # null rows are dropped by filter()
+    return within(col, p.lo_arrow, p.hi_arrow)
 
 
 def _overlaps(rg: _RowGroup, p: _Pass) -> bool:
-    """Whether a row group's statistics admit rows of one pass of a multi-pass plan."""
+    """Whether a row group's statistics admit rows of one pass of a multi-pass plan, in Spark's order
+    (a float row group holding NaN has NaN, the greatest value, as its upper bound)."""
     if p.nulls_only:
         return rg.nulls is None or rg.nulls > 0
     if rg.lo is None:  # no statistics: could hold anything, unless known to be all null
         return not (rg.nulls is not None and rg.nulls == rg.rows)
-    return not (rg.hi < p.lo or rg.lo > p.hi)
+    return not (sort_key(rg.hi) < sort_key(p.lo) or sort_key(rg.lo) > sort_key(p.hi))
 
 
 def _comparable_stats(pf: pq.ParquetFile, name: str, target: pa.DataType) -> bool:

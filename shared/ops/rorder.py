@@ -39,6 +39,7 @@ from ..core.partition_snapshot import PartitionSnapshot
 from ..core.snapshot import LiveFile, TableSnapshot
 from ..core.storage import TableStorage
 from ..core.transaction import Transaction, txn_action
+from ..core.values import partition_values_key
 from ..errors import (
     AccessDeniedError,
     CommitConflictError,
@@ -196,6 +197,7 @@ def rorder_single(
     if data_change:
         txn.escalate(IsolationLevel.WRITE_SERIALIZABLE, operation="DELETE")
     carrier.outputs = outputs
+    carrier.changes = changes
     try:
         if "after_rewrite" in hooks:
             hooks["after_rewrite"](outputs)
@@ -349,21 +351,22 @@ def _rewrite(
     feed on, the ``cdc`` actions of the change data files holding those rows as deletions.
     """
     groups: dict[tuple[tuple[str, Any], ...], list[LiveFile]] = {}
-    for f in files:
-        groups.setdefault(tuple(sorted(f.partition_values.items())), []).append(f)
+    types = snap.schema.partition_types()
+    for f in files:  # one group per partition directory's values, however the log spells them
+        groups.setdefault(partition_values_key(f.add.partition_values, types), []).append(f)
     outputs: list[OutputFile] = []
     changes: list[Cdc] = []
     record = bool(msg.options.unique_by) and change_data_feed_enabled(snap)
     total = RewriteResult()
     try:
-        for key, group in groups.items():
+        for group in groups.values():
             sink = _DuplicateSink(snap, group[0]) if record else None
             rw = PartitionRewriter(
                 snap,
                 group,
                 by,
                 msg.options,
-                dict(key),
+                dict(group[0].partition_values),
                 progress=progress,
                 on_output=on_output,
                 on_duplicates=sink.write if sink is not None else None,

@@ -1,15 +1,13 @@
-"""Row keys of de-duplication: integer and time keys grouped by a 64-bit hash, and key equality as Spark
-groups keys (one NaN, one zero, null equal to null)."""
+"""Row keys of de-duplication: integer and time keys grouped by a 64-bit hash; key equality is Spark's
+(one NaN, one zero, null equal to null), defined in :mod:`deltaextras.core.values`."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from ..core.arrays import bool_array, int64_array, plain_integers, row_numbers, scalar
+from ..core.arrays import int64_array, plain_integers, row_numbers
+from ..core.values import canonical, same_values
 
 
 def first_rows_hashed(table: pa.Table, keys: list[str]) -> tuple[pa.Array, pa.Array, pa.Array] | None:
@@ -61,59 +59,15 @@ def _mix64(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(31))
 
 
-_CANONICAL_NAN = float("nan")
-_NAN_KEY = object()
-
-
 def canonical_floats(column: pa.ChunkedArray) -> pa.ChunkedArray:
-    """Floats with one NaN and one zero (as Spark normalizes grouping keys); other types unchanged.
+    """Floats with one NaN and one zero (as Spark normalizes grouping keys); other types unchanged
+    (:func:`deltaextras.core.values.canonical`).
 
     Example:
         >>> canonical_floats(pa.chunked_array([[-0.0, 1.5]])).to_pylist()
         [0.0, 1.5]
     """
-    if not pa.types.is_floating(column.type):
-        return column
-    try:
-        zeroed = pc.add(column, scalar(0.0, column.type))  # -0.0 + 0.0 is +0.0
-        return pc.if_else(pc.is_nan(column), scalar(_CANONICAL_NAN, column.type), zeroed)
-    except pa.ArrowNotImplementedError:  # half floats: left as they are
-        return column
+    return canonical(column)
 
 
-def same_values(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:
-    """Element-wise: equal values, both null, or (floats) both NaN — never null.
-
-    Example:
-        >>> nan = float("nan")
-        >>> same_values(pa.chunked_array([[1.0, nan, None]]), pa.chunked_array([[1.0, nan, None]])).to_pylist()
-        [True, True, True]
-    """
-    try:
-        same = pc.equal(a, b)
-    except pa.ArrowNotImplementedError:  # nested types: compare their Python values, NaN as one value
-        return pa.chunked_array(
-            [
-                bool_array(
-                    np.array(
-                        [_nan_free(x) == _nan_free(y) for x, y in zip(a.to_pylist(), b.to_pylist(), strict=True)],
-                        dtype=bool,
-                    )
-                )
-            ]
-        )
-    same = pc.or_kleene(same, pc.and_(pc.is_null(a), pc.is_null(b)))
-    if pa.types.is_floating(a.type):
-        same = pc.or_kleene(same, pc.and_(pc.is_nan(a), pc.is_nan(b)))
-    return pc.fill_null(same, scalar(False, pa.bool_()))
-
-
-def _nan_free(value: Any) -> Any:
-    """A Python value with every float NaN replaced by one marker, so that equal rows compare equal."""
-    if isinstance(value, float) and value != value:
-        return _NAN_KEY
-    if isinstance(value, dict):
-        return {k: _nan_free(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_nan_free(v) for v in value]
-    return value
+__all__ = ["canonical_floats", "first_rows_hashed", "same_values"]

@@ -27,11 +27,14 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import pyarrow as pa
 
 from ..core.partition_snapshot import LogHead, PartitionSnapshot, adds_in
 from ..core.snapshot import LiveFile, TableSnapshot
+from ..core.values import partition_key
 from ..errors import InvalidArgumentError
 from .message import partition_value_to_str
 from .tally import Tally, tally_partitions
@@ -109,6 +112,9 @@ class PartitionScheme:
     column: str | None
     by: str
     kind: UnitKind = UnitKind.PARTITION
+    typ: pa.DataType | None = field(default=None, repr=False, compare=False)  # the partition column's type
+    # the value key of each spelling seen so far -> the spelling that names its unit (the first one seen)
+    _labels: dict[Any, str | None] = field(default_factory=dict, repr=False, compare=False)
 
     def tally(self, head: LogHead, signature: str, budget: int | None) -> dict[str | None, Tally]:
         """Per partition value as the log spells it, the tally of its live files (one streaming pass)."""
@@ -121,7 +127,10 @@ class PartitionScheme:
             >>> PartitionScheme("k_range", "k").unit("7")
             PartitionKey(partition_name='k_range', partition_value='7')
         """
-        return PartitionKey(self.column, raw if self.column is not None else None)
+        if self.column is None:
+            return PartitionKey(None, None)
+        label = self._labels.setdefault(partition_key(raw, self.typ), raw)
+        return PartitionKey(self.column, label)
 
     def wanted(self, value: Any) -> PartitionKey:
         """The unit a ``partitions=[...]`` entry names (a number or bool is spelled as Delta does).
@@ -154,12 +163,13 @@ def scheme_for(head: LogHead | TableSnapshot, by: str | None, partition_name: st
 
     Example:
         >>> from types import SimpleNamespace as NS
-        >>> head = NS(partition_columns=["k_range"], schema=NS(column=lambda c, what: c))
+        >>> head = NS(partition_columns=["k_range"], schema=NS(column=lambda c, what: c, partition_type=lambda c: None))
         >>> scheme_for(head, None)
         PartitionScheme(column='k_range', by='k', kind=<UnitKind.PARTITION: 'partition'>)
     """
     unit, by_col = resolve_unit(head, by, partition_name)
-    return PartitionScheme(unit, by_col)
+    typ = head.schema.partition_type(unit) if unit is not None else None
+    return PartitionScheme(unit, by_col, typ=typ)
 
 
 def resolve_unit(
