@@ -536,6 +536,7 @@ def rorder(
         )
     except RunInterrupted as exc:
         exc.report = RorderReport([*report.partitions, *exc.report])
+        exc.args = (f"interrupted: {exc.report.summary()}",)  # the skipped partitions count too
         raise
     order = {p.label: i for i, p in enumerate(plan.partitions)}
     report.partitions.sort(key=lambda r: order.get(r.partition or "(table)", 0))
