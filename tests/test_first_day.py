@@ -150,7 +150,9 @@ def test_vacuum_under_the_retention_asks_and_refuses_without_a_terminal(tmp_path
     done = _run(["vacuum", uri, "--retention-hours", "0", "--yes"], tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert re.search(r"deleted 4 data file\(s\) and 0 deletion vector file\(s\) older than 0 h, 0\.\d\d MiB$", lines[0]), lines
+    assert re.search(
+        r"deleted 4 data file\(s\) and 0 deletion vector file\(s\) older than 0 h, 0\.\d\d MiB$", lines[0]
+    ), lines
     assert lines[1:] == ["  (--verbose lists them)"]
     assert _live_and_stored(uri) == (1, 1)
 
