@@ -139,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", type=int, default=150, help="sensors (node_id 0..N-1), at least 1")
     p.add_argument("--batches", type=int, default=48, help="five-minute appends, at least 1")
     p.add_argument("--ranges", type=int, default=3, help="node_id_range partitions, at least 1")
+    p.add_argument("--plot", metavar="FILE", help="draw the layout before and after side by side (.svg, .png, .pdf)")
     p.set_defaults(func=cmd_demo)
 
     for module in ("enqueue", "edges.local_host", "delete_command", "vacuum_command"):
@@ -238,9 +239,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     else:
         meaning = f"rows read by a point query on {column} (row groups pruned by min/max) per row holding the value"
     amp_text = "none" if figure is None else f"{figure:.2f}x"
-    picture = (
-        _plot(snap, table, args.plot, f"{args.table}: {column}, read amplification {amp_text}") if args.plot else None
-    )
+    picture = None
+    if args.plot:
+        from .plot import draw_panels, panel_of
+
+        title = f"{args.table}: {column}, read amplification {amp_text}"
+        picture = draw_panels([panel_of(snap, table, unit, title)], args.plot)
     per_value = row_groups_per_value(table)
     files = (
         {str(v): len(fs) for v, fs in snap.partitions(unit).items() if partition is None or v == args.partition}
@@ -296,18 +300,6 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _plot(snap: Any, table: Any, path: str, title: str) -> Any:
-    """Draw the row groups of ``table`` with the rows the snapshot's deletion vectors hide."""
-    from ..core.dv import read_deletion_vectors
-    from .plot import deleted_rows_per_row_group, draw_layout
-
-    drawn = set(table.column("file").to_pylist())
-    with_dv = [f for f in snap.files if f.dv and f.key in drawn]
-    vectors = read_deletion_vectors(snap.storage, [f.dv for f in with_dv])
-    deleted = deleted_rows_per_row_group(table, {f.key: v for f, v in zip(with_dv, vectors, strict=True)})
-    return draw_layout(table, deleted, path, title=title)
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
     from ..ops.inspect import read_amplification
     from ..ops.rorder import rorder
@@ -320,6 +312,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
     for flag, value in (("--nodes", args.nodes), ("--batches", args.batches), ("--ranges", args.ranges)):
         preflight.at_least_one(flag, value)
+    if args.plot:
+        from .plot import require_matplotlib
+
+        require_matplotlib(args.plot)
+        preflight.writable_target(args.plot)
     if args.path and args.path.startswith("file://"):
         args.path = args.path[len("file://") :]
     path = args.path or os.path.join(tempfile.mkdtemp(prefix="deltaextras-demo-"), "sensors")
@@ -329,12 +326,29 @@ def cmd_demo(args: argparse.Namespace) -> int:
     build_sensor_table(path, nodes=args.nodes, batches=args.batches, ranges=args.ranges)
     before = _layout_figures(path, read_amplification)
     print(f"before: {before['files']} files, {before['mib']:.2f} MiB, read amplification {before['amp']:.1f}x")
+    panels = [_demo_panel(path, f"before: read amplification {before['amp']:.1f}x")] if args.plot else []
     started = time.monotonic()
     report = rorder(path, sort_by="utc_time", unique_by="utc_time", progress=lambda r: print("  " + r.line()))
     after = _layout_figures(path, read_amplification)
     print(f"after:  {after['files']} files, {after['mib']:.2f} MiB, read amplification {after['amp']:.2f}x")
+    if args.plot:
+        from .plot import draw_panels
+
+        panels.append(_demo_panel(path, f"after rorder: read amplification {after['amp']:.2f}x"))
+        picture = draw_panels(panels, args.plot)
+        print(f"drew the layout before and after ({picture.row_groups} row groups) to {picture.path}")
     print(f"{report.summary()} in {time.monotonic() - started:.1f}s; try: deltaextras inspect {path}")
     return 0
+
+
+def _demo_panel(path: str, title: str) -> Any:
+    """The demo table's layout as it is now, by partition (for the before/after picture)."""
+    from ..core.snapshot import TableSnapshot
+    from ..ops.inspect import row_group_table
+    from .plot import panel_of
+
+    snap = TableSnapshot.load(path, None, for_writing=False)
+    return panel_of(snap, row_group_table(path, "node_id"), "node_id_range", title)
 
 
 def _layout_figures(path: str, read_amplification: Any) -> dict[str, float]:
