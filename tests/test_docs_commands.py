@@ -212,7 +212,8 @@ def test_install_wheel_runs_the_demo_from_a_clean_venv(tmp_path: Path) -> None:
     assert [w.name for w in wheels] == ["deltaextras-0.1.0-py3-none-any.whl"]
     site = next((app / "wheel-venv" / "lib").glob("python3*/site-packages"))
     assert (site / "deltaextras" / "app" / "cli.py").exists()  # installed, not a link to the clone
-    assert not list(site.glob("__editable__*")) and not list(site.glob("*.pth"))
+    assert not list(site.glob("__editable__*"))
+    assert not [p for p in site.glob("*.pth") if str(app) in p.read_text()]  # nothing points back at the clone
 
 
 # ---------------------------------------------------------------------------- links between the pages

@@ -207,7 +207,10 @@ def draw_panels(panels: Sequence[Panel], path: str) -> LayoutPicture:
         files += drawn[0]
         groups += drawn[1]
     fig.tight_layout()
-    fig.savefig(path)
+    try:
+        fig.savefig(path)
+    except OSError as exc:  # a folder that vanished, a full disk, a read-only file system
+        raise InvalidArgumentError(f"cannot write {path}: {exc.strerror or exc}") from None
     return LayoutPicture(path, files, groups)
 
 
