@@ -199,13 +199,7 @@ def violating_append_rejected(spark: Any, table: str, width: int) -> tuple[bool,
 
 
 def _jvm_log_level(spark: Any, level: str) -> bool:
-    """Set a classic session's log level; False over Spark Connect (the server logs on its side)."""
-    try:
-        from pyspark.sql.connect.session import SparkSession as ConnectSession
-    except ImportError:
-        ConnectSession = ()
-    if isinstance(spark, ConnectSession):
-        return False
+    """Set a classic session's log level; False over Spark Connect (no SparkContext: the server logs on its side)."""
     try:
         spark.sparkContext.setLogLevel(level)
     except Exception:  # not a classic session after all: nothing to quiet

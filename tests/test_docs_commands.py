@@ -247,3 +247,11 @@ def test_every_relative_link_in_the_readme_and_docs_resolves() -> None:
                 )
             checked += 1
     assert checked >= 20
+
+
+def test_readme_is_a_landing_page() -> None:
+    text = (REPO / "README.md").read_text()
+    assert len(text.splitlines()) <= 200
+    assert "./dev demo" in text and "./dev test" in text and "docs/install.md" in text
+    assert "Node.js ≥ 22" in text and "deltaextras vacuum" in text
+    assert "to_pyarrow_table()" in text  # the readers that stop reading once deletion vectors are on

@@ -157,6 +157,34 @@ def test_vacuum_under_the_retention_asks_and_refuses_without_a_terminal(tmp_path
     assert _live_and_stored(uri) == (1, 1)
 
 
+@pytest.mark.parametrize(("answer", "deleted"), [("n", False), ("y", True)])
+def test_vacuum_on_a_terminal_asks_first(tmp_path: Path, answer: str, deleted: bool) -> None:
+    import pty
+
+    uri = _with_removed_files(tmp_path / "t")
+    before = _live_and_stored(uri)
+    primary, terminal = pty.openpty()
+    try:
+        os.write(primary, f"{answer}\n".encode())
+        base = {k: v for k, v in os.environ.items() if not k.startswith("DELTAEXTRAS_")}
+        done = subprocess.run(
+            [*CLI, "vacuum", uri, "--retention-hours", "0"],
+            cwd=tmp_path, stdin=terminal, capture_output=True, text=True, timeout=300, env=base,
+        )  # fmt: skip
+    finally:
+        os.close(terminal)
+        os.close(primary)
+    assert "Traceback" not in done.stderr
+    assert "--retention-hours 0 is under the table's retention (168 h)" in done.stderr
+    assert "delete them? [y/N]" in done.stdout
+    if deleted:
+        assert done.returncode == 0 and "deleted 4 data file(s)" in done.stdout
+        assert _live_and_stored(uri) == (1, 1)
+    else:
+        assert done.returncode == 1 and "nothing deleted" in done.stderr
+        assert _live_and_stored(uri) == before
+
+
 def test_vacuum_verbose_lists_and_the_tables_retention_needs_no_question(tmp_path: Path) -> None:
     uri = _with_removed_files(tmp_path / "t")
     done = _run(["vacuum", uri, "--retention-hours", "0", "--dry-run", "--verbose"], tmp_path)
