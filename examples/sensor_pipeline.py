@@ -191,11 +191,25 @@ def violating_append_rejected(spark: Any, table: str, width: int) -> tuple[bool,
     try:
         bad.write.format("delta").mode("append").save(table)
     except Exception as exc:  # the engine's own exception type (classic or Connect)
-        return True, str(exc).strip().splitlines()[0][:160]
+        return True, _first_line(str(exc))
     finally:
         if quiet:
             _jvm_log_level(spark, "ERROR")
     return False, "accepted"
+
+
+def _first_line(text: str) -> str:
+    """The line of an engine's error that names its condition (``[DELTA_VIOLATE_CONSTRAINT_WITH_VALUES] ...``),
+    else its first line: a classic session's error starts with the Java call that failed.
+
+    >>> _first_line("An error occurred while calling o80.save.\\n: [DELTA_X] CHECK broken\\n\\tat org.apache")
+    '[DELTA_X] CHECK broken'
+    """
+    import re
+
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    named = next((m.group(0) for ln in lines if (m := re.search(r"\[[A-Z][A-Z0-9_.]+\].*", ln))), None)
+    return (named or (lines[0] if lines else "refused"))[:160]
 
 
 def _jvm_log_level(spark: Any, level: str) -> bool:

@@ -431,8 +431,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 BY_FLAG = {"by=": "--by"}
-# Commands that open a table read the app settings of ./local.settings.json as enqueue does (variables already
-# set win): DELTAEXTRAS_STORAGE_OPTIONS reaches an az:// table the same way for every command.
+# Commands that open a cloud table read the app settings of ./local.settings.json as enqueue does (variables
+# already set win): DELTAEXTRAS_STORAGE_OPTIONS reaches an az:// table the same way for every command.
 TABLE_COMMANDS = ("plan", "run", "inspect", "delete", "vacuum")
 
 
@@ -440,7 +440,9 @@ def _local_settings(args: argparse.Namespace) -> Any:
     """The app settings of ``./local.settings.json`` applied for a table command, as ``enqueue`` applies them."""
     import contextlib
 
-    if args.command not in TABLE_COMMANDS or not os.path.exists("local.settings.json"):
+    table = str(getattr(args, "table", ""))
+    remote = "://" in table and not table.startswith("file://")  # local tables take no storage options
+    if args.command not in TABLE_COMMANDS or not remote or not os.path.exists("local.settings.json"):
         return contextlib.nullcontext()
     from .edges.local_host import app_settings, app_settings_for
 
