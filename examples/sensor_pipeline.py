@@ -23,7 +23,14 @@ start a local Sail server in this process, or with ``--delta-jars DIR`` to start
     python examples/sensor_pipeline.py --table /tmp/sensors --nodes 300 --batches 12
     python examples/sensor_pipeline.py --table /tmp/sensors --delta-jars ~/.cache/delta-jars
 
-Exit status 0 when every check passed, 1 otherwise.
+What each engine needs besides ``deltaextras`` (checked first; a missing one is named in one line):
+
+* Sail, started here (the default): ``pip install "deltaextras[spark]" pysail``;
+* a Spark Connect server (``--remote``): ``pip install "deltaextras[spark]"``;
+* Apache Spark (``--delta-jars``): the full ``pyspark`` with its jars and pandas,
+  ``pip install "pyspark==4.2.0" pandas`` (not beside ``pyspark-client``: both install ``pyspark``).
+
+Exit status 0 when every check passed, 1 otherwise, 2 when a package is missing.
 """
 
 from __future__ import annotations
@@ -56,6 +63,44 @@ SCHEMA = pa.schema(
         ("value", pa.float64()),
     ]
 )
+
+
+# ----------------------------------------------------------------------------- what each engine needs
+SAIL = 'pip install "deltaextras[spark]" pysail'
+CONNECT = 'pip install "deltaextras[spark]"'
+CLASSIC = 'pip install "pyspark==4.2.0" pandas'
+
+
+def missing_packages(engine: str) -> str | None:
+    """What ``engine`` (``sail``, ``connect`` or ``classic``) lacks, as one line saying how to install it; None
+    when everything is there. Checked before any work, without importing the packages.
+
+    >>> missing_packages("connect") is None or "pip install" in missing_packages("connect")
+    True
+    """
+    import importlib.util
+
+    def absent(name: str) -> bool:
+        try:
+            return importlib.util.find_spec(name) is None
+        except (ImportError, ValueError):
+            return True
+
+    if engine == "classic":
+        spec = None if absent("pyspark") else importlib.util.find_spec("pyspark")
+        jars = bool(spec and spec.submodule_search_locations) and any(
+            (Path(loc) / "jars").is_dir()
+            for loc in spec.submodule_search_locations  # type: ignore[union-attr]
+        )
+        lacking = [n for n, gone in (("pyspark (with its jars)", not jars), ("pandas", absent("pandas"))) if gone]
+        hint = CLASSIC
+    else:
+        names = ["pyspark", "pandas", "grpc"] + (["pysail"] if engine == "sail" else [])
+        lacking = [n for n in names if absent(n)]
+        hint = SAIL if engine == "sail" else CONNECT
+    if not lacking:
+        return None
+    return f"sensor_pipeline: {', '.join(lacking)} not installed; {hint}"
 
 
 # ----------------------------------------------------------------------------- Spark session
@@ -142,11 +187,38 @@ def violating_append_rejected(spark: Any, table: str, width: int) -> tuple[bool,
         "CAST(0 AS DOUBLE) AS value",
         "CAST(9999 AS BIGINT) AS node_id_range",
     )
+    quiet = _jvm_log_level(spark, "OFF")  # a classic session logs the failed task with its Java stack traces
     try:
         bad.write.format("delta").mode("append").save(table)
     except Exception as exc:  # the engine's own exception type (classic or Connect)
-        return True, str(exc).strip().splitlines()[0][:160]
+        return True, _first_line(str(exc))
+    finally:
+        if quiet:
+            _jvm_log_level(spark, "ERROR")
     return False, "accepted"
+
+
+def _first_line(text: str) -> str:
+    """The line of an engine's error that names its condition (``[DELTA_VIOLATE_CONSTRAINT_WITH_VALUES] ...``),
+    else its first line: a classic session's error starts with the Java call that failed.
+
+    >>> _first_line("An error occurred while calling o80.save.\\n: [DELTA_X] CHECK broken\\n\\tat org.apache")
+    '[DELTA_X] CHECK broken'
+    """
+    import re
+
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    named = next((m.group(0) for ln in lines if (m := re.search(r"\[[A-Z][A-Z0-9_.]+\].*", ln))), None)
+    return (named or (lines[0] if lines else "refused"))[:160]
+
+
+def _jvm_log_level(spark: Any, level: str) -> bool:
+    """Set a classic session's log level; False over Spark Connect (no SparkContext: the server logs on its side)."""
+    try:
+        spark.sparkContext.setLogLevel(level)
+    except Exception:  # not a classic session after all: nothing to quiet
+        return False
+    return True
 
 
 # ----------------------------------------------------------------------------- measurements
@@ -350,6 +422,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the pipeline from the command line; 0 when every check passed."""
     args = parse_args(argv)
+    engine = "classic" if args.delta_jars else ("connect" if args.remote else "sail")
+    missing = missing_packages(engine)
+    if missing:
+        print(missing, file=sys.stderr)
+        return 2
     table = args.table or str(Path(tempfile.mkdtemp(prefix="sensors-")) / "sensors")
     server = None
     remote = args.remote

@@ -560,7 +560,7 @@ def test_vacuum_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["vacuum", uri, "--retention-hours", "0", "--dry-run", "--json"]) == 0
     planned = json.loads(capsys.readouterr().out)
     assert planned["dry_run"] and len(planned["vector_files"]) == 1
-    assert cli.main(["vacuum", uri, "--retention-hours", "0"]) == 0
+    assert cli.main(["vacuum", uri, "--retention-hours", "0", "--yes", "--verbose"]) == 0
     out = capsys.readouterr().out
     assert "deleted 0 data file(s) and 1 deletion vector file(s) older than 0 h" in out
     assert planned["vector_files"][0] in out

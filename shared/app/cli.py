@@ -28,7 +28,7 @@ from ..ops.options import parse_sort_item
 from ..ops.pool import THREAD_PREFIX, RunInterrupted
 from ..ops.report import PartitionReport, RorderReport
 from ..version import __version__
-from . import settings
+from . import preflight, settings
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -112,14 +112,14 @@ def build_parser() -> argparse.ArgumentParser:
     _options(p)
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument("--messages", action="store_true", help="print the work messages (JSON lines)")
-    p.set_defaults(func=cmd_plan)
+    p.set_defaults(func=cmd_plan, flag_names=BY_FLAG)
 
     p = sub.add_parser("run", help="rewrite every partition that needs it")
     _common(p)
     _options(p)
     p.add_argument("--workers", type=positive_int, help="partitions rewritten at once, on threads (default: CPU count)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.set_defaults(func=cmd_run)
+    p.set_defaults(func=cmd_run, flag_names=BY_FLAG)
 
     p = sub.add_parser("inspect", help="row groups of the live files and point-query read amplification")
     _common(p)
@@ -130,13 +130,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--plot", metavar="FILE", help="also draw the layout to FILE (.svg, .png or .pdf; needs deltaextras[plot])"
     )
-    p.set_defaults(func=cmd_inspect)
+    p.set_defaults(func=cmd_inspect, flag_names={"by=": "--column", "--by": "--column"})
 
     p = sub.add_parser("demo", help="build the sensor example on local disk, rewrite it, show before/after")
     p.add_argument("--path", help="where to build the table (default: a new temporary directory)")
-    p.add_argument("--nodes", type=int, default=150)
-    p.add_argument("--batches", type=int, default=48, help="five-minute appends")
-    p.add_argument("--ranges", type=int, default=3, help="node_id_range partitions")
+    p.add_argument("--nodes", type=int, default=150, help="sensors (node_id 0..N-1), at least 1")
+    p.add_argument("--batches", type=int, default=48, help="five-minute appends, at least 1")
+    p.add_argument("--ranges", type=int, default=3, help="node_id_range partitions, at least 1")
+    p.add_argument("--plot", metavar="FILE", help="draw the layout before and after side by side (.svg, .png, .pdf)")
     p.set_defaults(func=cmd_demo)
 
     for module in ("enqueue", "edges.local_host", "delete_command", "vacuum_command"):
@@ -162,6 +163,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from ..ops.plan import plan_units
 
     kwargs = _option_kwargs(args)
+    preflight.by_is_a_data_column(args.table, args.by, _storage_options(args))
     plan = plan_units(args.table, storage_options=_storage_options(args), **kwargs)
     if args.messages:
         for m in plan.messages():
@@ -177,6 +179,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ..ops.rorder import rorder
 
     kwargs = _option_kwargs(args)
+    preflight.by_is_a_data_column(args.table, args.by, _storage_options(args))
     started = time.monotonic()
     done: list[PartitionReport] = []
 
@@ -213,6 +216,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         from .plot import require_matplotlib
 
         require_matplotlib(args.plot)
+        preflight.writable_target(args.plot)
     snap = TableSnapshot.load(args.table, opts, for_writing=False)  # reading footers needs no feature support
     unit, column = resolve_unit(snap, args.column)
     partition = {unit: args.partition} if (unit and args.partition is not None) else None
@@ -233,9 +237,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     else:
         meaning = f"rows read by a point query on {column} (row groups pruned by min/max) per row holding the value"
     amp_text = "none" if figure is None else f"{figure:.2f}x"
-    picture = (
-        _plot(snap, table, args.plot, f"{args.table}: {column}, read amplification {amp_text}") if args.plot else None
-    )
+    picture = None
+    if args.plot:
+        from .plot import draw_panels, panel_of
+
+        title = f"{args.table}: {column}, read amplification {amp_text}"
+        picture = draw_panels([panel_of(snap, table, unit, title)], args.plot)
     per_value = row_groups_per_value(table)
     files = (
         {str(v): len(fs) for v, fs in snap.partitions(unit).items() if partition is None or v == args.partition}
@@ -291,18 +298,6 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _plot(snap: Any, table: Any, path: str, title: str) -> Any:
-    """Draw the row groups of ``table`` with the rows the snapshot's deletion vectors hide."""
-    from ..core.dv import read_deletion_vectors
-    from .plot import deleted_rows_per_row_group, draw_layout
-
-    drawn = set(table.column("file").to_pylist())
-    with_dv = [f for f in snap.files if f.dv and f.key in drawn]
-    vectors = read_deletion_vectors(snap.storage, [f.dv for f in with_dv])
-    deleted = deleted_rows_per_row_group(table, {f.key: v for f, v in zip(with_dv, vectors, strict=True)})
-    return draw_layout(table, deleted, path, title=title)
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
     from ..ops.inspect import read_amplification
     from ..ops.rorder import rorder
@@ -313,6 +308,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
             f"demo builds its table on local disk, not at {args.path}; for the function app on Azurite run "
             "`deltaextras local-run --demo`, which creates az://lake/sensors there"
         )
+    for flag, value in (("--nodes", args.nodes), ("--batches", args.batches), ("--ranges", args.ranges)):
+        preflight.at_least_one(flag, value)
+    if args.plot:
+        from .plot import require_matplotlib
+
+        require_matplotlib(args.plot)
+        preflight.writable_target(args.plot)
     if args.path and args.path.startswith("file://"):
         args.path = args.path[len("file://") :]
     path = args.path or os.path.join(tempfile.mkdtemp(prefix="deltaextras-demo-"), "sensors")
@@ -322,12 +324,29 @@ def cmd_demo(args: argparse.Namespace) -> int:
     build_sensor_table(path, nodes=args.nodes, batches=args.batches, ranges=args.ranges)
     before = _layout_figures(path, read_amplification)
     print(f"before: {before['files']} files, {before['mib']:.2f} MiB, read amplification {before['amp']:.1f}x")
+    panels = [_demo_panel(path, f"before: read amplification {before['amp']:.1f}x")] if args.plot else []
     started = time.monotonic()
     report = rorder(path, sort_by="utc_time", unique_by="utc_time", progress=lambda r: print("  " + r.line()))
     after = _layout_figures(path, read_amplification)
     print(f"after:  {after['files']} files, {after['mib']:.2f} MiB, read amplification {after['amp']:.2f}x")
+    if args.plot:
+        from .plot import draw_panels
+
+        panels.append(_demo_panel(path, f"after rorder: read amplification {after['amp']:.2f}x"))
+        picture = draw_panels(panels, args.plot)
+        print(f"drew the layout before and after ({picture.row_groups} row groups) to {picture.path}")
     print(f"{report.summary()} in {time.monotonic() - started:.1f}s; try: deltaextras inspect {path}")
     return 0
+
+
+def _demo_panel(path: str, title: str) -> Any:
+    """The demo table's layout as it is now, by partition (for the before/after picture)."""
+    from ..core.snapshot import TableSnapshot
+    from ..ops.inspect import row_group_table
+    from .plot import panel_of
+
+    snap = TableSnapshot.load(path, None, for_writing=False)
+    return panel_of(snap, row_group_table(path, "node_id"), "node_id_range", title)
 
 
 def _layout_figures(path: str, read_amplification: Any) -> dict[str, float]:
@@ -370,11 +389,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in THIRD_PARTY_LOGGERS:  # azure-core logs every HTTP request and its headers at INFO
             logging.getLogger(name).setLevel(logging.WARNING)
     try:
-        code = int(args.func(args) or 0)
+        with _local_settings(args):
+            code = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return code
     except DeltaExtrasError as exc:
-        print(f"deltaextras: {type(exc).__name__}: {exc}", file=sys.stderr)
+        text = preflight.flag_names(str(exc), getattr(args, "flag_names", {}))
+        print(f"deltaextras: {type(exc).__name__}: {text}", file=sys.stderr)
         return EXIT_FAILED if not isinstance(exc, InvalidArgumentError) else EXIT_USAGE
     except ModuleNotFoundError as exc:
         extra = _extra_for(exc.name or "")
@@ -387,7 +408,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return EXIT_FAILED
     except RunInterrupted as exc:
-        print(f"deltaextras: {exc}; every commit that landed is listed above", file=sys.stderr)
+        summary = exc.report.summary() if isinstance(exc.report, RorderReport) else str(exc)
+        print(f"deltaextras: interrupted: {summary}; every commit that landed is listed above", file=sys.stderr)
         return _interrupted()
     except KeyboardInterrupt:
         if _partitions_running():  # a second Ctrl-C while commits under way were being waited for
@@ -403,6 +425,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+
+
+BY_FLAG = {"by=": "--by"}
+# Commands that open a cloud table read the app settings of ./local.settings.json as enqueue does (variables
+# already set win): DELTAEXTRAS_STORAGE_OPTIONS reaches an az:// table the same way for every command.
+TABLE_COMMANDS = ("plan", "run", "inspect", "delete", "vacuum")
+
+
+def _local_settings(args: argparse.Namespace) -> Any:
+    """The app settings of ``./local.settings.json`` applied for a table command, as ``enqueue`` applies them."""
+    import contextlib
+
+    table = str(getattr(args, "table", ""))
+    remote = "://" in table and not table.startswith("file://")  # local tables take no storage options
+    if args.command not in TABLE_COMMANDS or not remote or not os.path.exists("local.settings.json"):
+        return contextlib.nullcontext()
+    from .edges.local_host import app_settings, app_settings_for
+
+    return app_settings(app_settings_for("."))
 
 
 THIRD_PARTY_LOGGERS = ("azure", "urllib3", "botocore", "boto3", "s3transfer", "py4j", "pyspark", "hpack")

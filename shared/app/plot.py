@@ -1,15 +1,18 @@
-"""A picture of a table's layout: per live file, its row groups as bars over the value range of a column,
-sized by their bytes, with the share of rows deleted by deletion vectors shaded.
+"""A picture of a table's layout that shows what a point query pays, per partition.
 
-One lane per file (top to bottom as :func:`deltaextras.ops.inspect.row_group_table` lists them). A row
-group is a bar from its ``min`` to its ``max`` of the column; a bar's height is its compressed bytes
-relative to the largest row group drawn; row groups of one file whose ranges overlap are stacked in
-sub-lanes. The lower part of a bar, in proportion to the rows a deletion vector hides, is shaded. A
-row group without usable statistics spans the whole axis, hatched. So the target layout reads at a
-glance: one narrow bar per value, side by side; appends in random order read as long overlapping bars.
+Each partition (each unit of the rewrite) is one horizontal band. Its row groups are bars over the value
+range of a column, from their ``min`` to their ``max``; the files of the partition take the band's
+sub-rows in turn (at most :data:`BAND_ROWS` sub-rows, so a partition of thousands of files stays one band
+and overlapping bars darken where many files cover a value). The lower part of a bar, in proportion to
+the rows deletion vectors hide, is shaded; a row group without usable statistics spans the whole axis,
+hatched. Each band's label says how many files it has and how many row groups a point query for one
+value reads there (the most, and the mean over the values the statistics name). The target layout reads
+at a glance: one narrow bar per value and "reads 1"; appends in random order are wide bars and "reads
+48". Several panels (before and after a rewrite) are drawn side by side. The height is capped, whatever
+the number of files; at most :data:`MAX_BANDS` partitions are drawn, the others counted in the title.
 
-Every row-group bar carries the SVG id ``rowgroup-<file>-<row group>`` (deleted shares
-``deleted-<file>-<row group>``), so a drawing can be checked against the table's metadata.
+Up to :data:`MAX_IDS` row groups, every bar carries the SVG id ``rowgroup-<file>-<row group>`` (deleted
+shares ``deleted-<file>-<row group>``), so a drawing can be checked against the table's metadata.
 
 matplotlib is an optional extra (``pip install 'deltaextras[plot]'``) imported only when drawing;
 nothing here touches pyplot's global state.
@@ -31,7 +34,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,23 +43,45 @@ import pyarrow.compute as pc
 
 from ..errors import InvalidArgumentError, UnsupportedFeatureError
 
-__all__ = ["LayoutPicture", "deleted_rows_per_row_group", "draw_layout", "require_matplotlib"]
+__all__ = [
+    "LayoutPicture",
+    "Panel",
+    "deleted_rows_per_row_group",
+    "draw_layout",
+    "draw_panels",
+    "panel_of",
+    "require_matplotlib",
+]
 
 FORMATS = (".svg", ".png", ".pdf")
 INSTALL_HINT = "drawing needs matplotlib: pip install 'deltaextras[plot]'"
-_LANE_INCHES = 0.32
-_MAX_INCHES = 60.0
+BAND_ROWS = 8  # sub-rows of one partition's band at most
+MAX_BANDS = 60  # partitions drawn at most
+MAX_IDS = 4000  # row groups drawn as their own SVG element (with an id) at most
+_ROW_INCHES = 0.16
+_MAX_INCHES = 14.0
 _BAR = "#3b75af"
 _DELETED = "#c0392b"
 
 
 @dataclass(frozen=True)
 class LayoutPicture:
-    """What was drawn: where, how many files (lanes) and row groups (bars)."""
+    """What was drawn: where, how many files and row groups (bars), over every panel."""
 
     path: str
     files: int
     row_groups: int
+
+
+@dataclass
+class Panel:
+    """One picture of a layout: a :func:`~deltaextras.ops.inspect.row_group_table`, the rows deletion
+    vectors hide per row group, and the partition label of each file (``None``: the table is one unit)."""
+
+    table: pa.Table
+    deleted: Sequence[int]
+    title: str = ""
+    partition_of: Mapping[str, str] | None = None
 
 
 def require_matplotlib(path: str | None = None) -> None:
@@ -153,73 +178,153 @@ def _sub_lanes(spans: Sequence[tuple[float, float]]) -> list[int]:
     return out
 
 
-def draw_layout(table: pa.Table, deleted: Sequence[int], path: str, *, title: str = "") -> LayoutPicture:
-    """Draw a :func:`~deltaextras.ops.inspect.row_group_table` (plus deleted rows per row group) to
+def draw_layout(
+    table: pa.Table,
+    deleted: Sequence[int],
+    path: str,
+    *,
+    title: str = "",
+    partition_of: Mapping[str, str] | None = None,
+) -> LayoutPicture:
+    """Draw one :func:`~deltaextras.ops.inspect.row_group_table` (plus deleted rows per row group) to
     ``path`` (``.svg``, ``.png`` or ``.pdf``). Returns what was drawn. See the module doc for the picture."""
+    return draw_panels([Panel(table, deleted, title, partition_of)], path)
+
+
+def draw_panels(panels: Sequence[Panel], path: str) -> LayoutPicture:
+    """Draw panels side by side (e.g. before and after a rewrite) to ``path``; returns what was drawn."""
     require_matplotlib(path)
     from matplotlib.figure import Figure
+
+    bands = [_bands(p) for p in panels]
+    rows = max((sum(b.rows for b in shown) for shown, _hidden in bands), default=1)
+    height = min(_MAX_INCHES, 1.4 + _ROW_INCHES * rows + 0.12 * max(len(shown) for shown, _h in bands))
+    fig = Figure(figsize=(7.5 * len(panels) if len(panels) > 1 else 11, max(2.6, height)))
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    files = groups = 0
+    for k, (panel, ax, (shown, hidden)) in enumerate(zip(panels, axes, bands, strict=True)):
+        drawn = _draw_panel(ax, panel, shown, hidden, ids=k == 0)
+        files += drawn[0]
+        groups += drawn[1]
+    fig.tight_layout()
+    try:
+        fig.savefig(path)
+    except OSError as exc:  # a folder that vanished, a full disk, a read-only file system
+        raise InvalidArgumentError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return LayoutPicture(path, files, groups)
+
+
+@dataclass
+class _Band:
+    """One partition of a panel: its label, row indexes of the table, files (in order) and sub-rows."""
+
+    label: str
+    members: list[int]
+    files: list[str]
+    rows: int
+    reads_max: int = 0
+    reads_mean: float | None = None
+
+
+def _bands(panel: Panel) -> tuple[list[_Band], int]:
+    """The bands of a panel (at most :data:`MAX_BANDS`, in partition order) and how many were left out."""
+    from ..ops.inspect import row_groups_per_value
+
+    names = panel.table.column("file").to_pylist()
+    of = panel.partition_of or {}
+    grouped: dict[str, list[int]] = {}
+    for i, name in enumerate(names):
+        grouped.setdefault(of.get(name, "(table)") if of else "(table)", []).append(i)
+    labels = sorted(grouped, key=_natural)
+    shown = labels[:MAX_BANDS]
+    per_band = max(1, min(BAND_ROWS, 90 // max(1, len(shown))))
+    out = []
+    for label in shown:
+        members = grouped[label]
+        files = list(dict.fromkeys(names[i] for i in members))
+        reads = row_groups_per_value(panel.table.take(members))
+        band = _Band(label, members, files, min(per_band, len(files)), reads["max"], reads["mean"])
+        out.append(band)
+    return out, len(labels) - len(shown)
+
+
+def _natural(label: str) -> tuple[Any, ...]:
+    """Sort key: ``k=10`` after ``k=9``."""
+    head, _, value = label.rpartition("=")
+    try:
+        return (head, 0, float(value), "")
+    except ValueError:
+        return (head, 1, 0.0, value)
+
+
+def _draw_panel(ax: Any, panel: Panel, bands: list[_Band], hidden: int, *, ids: bool) -> tuple[int, int]:
+    """Draw one panel's bands into ``ax``; returns (files, row groups) drawn."""
+    from matplotlib.collections import PatchCollection
     from matplotlib.patches import Patch, Rectangle
 
-    files = table.column("file").to_pylist()
-    rows = table.column("rows").to_pylist()
-    sizes = table.column("bytes").to_pylist()
+    table = panel.table
     index = table.column("row_group").to_pylist()
+    rows = table.column("rows").to_pylist()
     lo, hi, labels = _axis_values(table)
     known = [v for v in (*lo, *hi) if v is not None and not math.isnan(v)]
     x0, x1 = (min(known), max(known)) if known else (0.0, 1.0)
     t = table.column("min").type
     unit = 1.0 if labels is not None or pa.types.is_integer(t) or pa.types.is_boolean(t) else _unit(lo, hi, x1 - x0)
     pad = unit * 0.45
-    lane_of: dict[str, int] = {}
-    for f in files:
-        lane_of.setdefault(f, len(lane_of))
-    largest = max(sizes) if sizes else 1
-
-    spans = []
-    for a, b in zip(lo, hi, strict=True):
-        if a is None or b is None or math.isnan(a) or math.isnan(b):
-            spans.append((x0 - pad, x1 + pad, True))
-        else:
-            spans.append((a - pad, b + pad, False))
-    sub = [0] * len(files)
-    depth: dict[str, int] = {}
-    for f in lane_of:
-        members = [i for i, name in enumerate(files) if name == f]
-        lanes = _sub_lanes([(spans[i][0], spans[i][1]) for i in members])
-        for i, lane in zip(members, lanes, strict=True):
-            sub[i] = lane
-        depth[f] = max(lanes, default=0) + 1
-
-    height = min(_MAX_INCHES, 1.6 + _LANE_INCHES * max(1, len(lane_of)))
-    fig = Figure(figsize=(11, height))
-    ax = fig.add_subplot()
-    for i, f in enumerate(files):
-        lane, n_sub = lane_of[f], depth[f]
-        slot = 0.8 / n_sub
-        base = lane - 0.4 + sub[i] * slot
-        h = slot * max(0.08, sizes[i] / largest if largest else 1.0)
-        a, b, unknown = spans[i]
-        bar = Rectangle(
-            (a, base), b - a, h, facecolor=_BAR, edgecolor="white", linewidth=0.3, hatch="//" if unknown else None
-        )
-        bar.set_gid(f"rowgroup-{lane}-{index[i]}")
-        ax.add_patch(bar)
-        if rows[i] and deleted[i]:
-            share = min(1.0, deleted[i] / rows[i])
-            shade = Rectangle((a, base), b - a, h * share, facecolor=_DELETED, edgecolor="none", alpha=0.85)
-            shade.set_gid(f"deleted-{lane}-{index[i]}")
-            ax.add_patch(shade)
+    file_id = {name: k for k, name in enumerate(dict.fromkeys(table.column("file").to_pylist()))}
+    single = sum(len(b.members) for b in bands) <= MAX_IDS
+    bars: list[Any] = []
+    shades: list[Any] = []
+    base, ticks, names = 0.0, [], []
+    for band in bands:
+        slot = {name: j % band.rows for j, name in enumerate(band.files)}
+        crowd = max(1.0, len(band.files) / band.rows)
+        alpha = max(0.12, min(1.0, 1.5 / crowd))
+        for i in band.members:
+            name = table.column("file")[i].as_py()
+            y = base + slot[name] + 0.1
+            unknown = lo[i] is None or hi[i] is None or math.isnan(lo[i]) or math.isnan(hi[i])
+            a, b = (x0 - pad, x1 + pad) if unknown else (lo[i] - pad, hi[i] + pad)
+            bar = Rectangle((a, y), b - a, 0.8, facecolor=_BAR, edgecolor="white" if single else "none",
+                            linewidth=0.3, alpha=alpha, hatch="//" if unknown else None)  # fmt: skip
+            share = min(1.0, panel.deleted[i] / rows[i]) if rows[i] and panel.deleted[i] else 0.0
+            shade = Rectangle((a, y), b - a, 0.8 * share, facecolor=_DELETED, edgecolor="none", alpha=0.85)
+            if single:
+                gid = f"{file_id[name]}-{index[i]}"
+                bar.set_gid(("rowgroup-" if ids else "after-rowgroup-") + gid)
+                ax.add_patch(bar)
+                if share:
+                    shade.set_gid(("deleted-" if ids else "after-deleted-") + gid)
+                    ax.add_patch(shade)
+            else:
+                bars.append(bar)
+                if share:
+                    shades.append(shade)
+        ticks.append(base + band.rows / 2)
+        names.append(_band_label(band))
+        base += band.rows
+        ax.axhline(base + 0.05, color="#999999", linewidth=0.4)
+    if bars:
+        ax.add_collection(PatchCollection(bars, match_original=True))
+    if shades:
+        ax.add_collection(PatchCollection(shades, match_original=True))
     ax.set_xlim(x0 - 2 * pad - unit, x1 + 2 * pad + unit)
-    ax.set_ylim(len(lane_of) - 0.5, -0.5)
-    names = list(lane_of)
-    ax.set_yticks(range(len(names)))
-    ax.set_yticklabels([_short(n) for n in names], fontsize=6 if len(names) > 30 else 8)
+    ax.set_ylim(max(base, 1.0), 0.0)
+    ax.set_yticks(ticks)
+    for text, band in zip(ax.set_yticklabels(names, fontsize=7 if len(bands) > 12 else 8), bands, strict=True):
+        text.set_gid(f"band-{band.label}-files-{len(band.files)}-reads-{band.reads_max}")
     if labels is not None:
         step = max(1, len(labels) // 20)
         ax.set_xticks([float(i) for i in range(0, len(labels), step)])
         ax.set_xticklabels(labels[::step], rotation=45, ha="right", fontsize=7)
-    ax.set_xlabel(f"{table.column('min').type} value range of each row group (bar height: compressed bytes)")
-    ax.set_title(title or f"{len(names)} files, {len(files)} row groups", fontsize=10, loc="left")
+    ax.set_xlabel(f"{t} value range of each row group")
+    more = f"; {hidden} more partition(s) not drawn" if hidden else ""
+    total_files = sum(len(b.files) for b in bands)
+    ax.set_title(
+        f"{panel.title or 'layout'}\n{total_files:,} file(s), {sum(len(b.members) for b in bands):,} row groups{more}",
+        fontsize=9,
+        loc="left",
+    )
     ax.legend(
         handles=[Patch(facecolor=_BAR, label="row group"), Patch(facecolor=_DELETED, label="deleted rows share")],
         loc="lower right",
@@ -228,9 +333,32 @@ def draw_layout(table: pa.Table, deleted: Sequence[int], path: str, *, title: st
         fontsize=7,
         frameon=False,
     )
-    fig.tight_layout()
-    fig.savefig(path)
-    return LayoutPicture(path, len(names), len(files))
+    return total_files, sum(len(b.members) for b in bands)
+
+
+def _band_label(band: _Band) -> str:
+    """``node_id_range=0`` / ``48 files, a point query reads 48`` (the mean too when it differs)."""
+    if band.reads_mean is None:
+        reads = "no min/max to prune by"
+    else:
+        mean = "" if abs(band.reads_mean - band.reads_max) < 0.05 else f" (mean {band.reads_mean:.1f})"
+        reads = f"point query reads {band.reads_max} row group(s){mean}"
+    return f"{band.label}\n{len(band.files)} file(s); {reads}"
+
+
+def panel_of(snap: Any, table: pa.Table, unit: str | None, title: str = "") -> Panel:
+    """The :class:`Panel` of a :func:`~deltaextras.ops.inspect.row_group_table` read from snapshot ``snap``:
+    the rows its deletion vectors hide, and each file's partition of column ``unit``."""
+    from ..core.dv import read_deletion_vectors
+
+    drawn = set(table.column("file").to_pylist())
+    with_dv = [f for f in snap.files if f.dv and f.key in drawn]
+    vectors = read_deletion_vectors(snap.storage, [f.dv for f in with_dv])
+    deleted = deleted_rows_per_row_group(table, {f.key: v for f, v in zip(with_dv, vectors, strict=True)})
+    partition_of = (
+        {f.key: f"{unit}={f.partition_values.get(unit)}" for f in snap.files if f.key in drawn} if unit else None
+    )
+    return Panel(table, deleted, title, partition_of)
 
 
 def _unit(lo: Sequence[float | None], hi: Sequence[float | None], extent: float) -> float:
@@ -239,7 +367,3 @@ def _unit(lo: Sequence[float | None], hi: Sequence[float | None], extent: float)
     gaps = [b - a for a, b in itertools.pairwise(points) if b > a]
     return min(gaps) if gaps else (extent / 100 or 1.0)
 
-
-def _short(name: str) -> str:
-    base = name.rsplit("/", 1)[-1]
-    return base if len(base) <= 28 else base[:12] + "…" + base[-12:]

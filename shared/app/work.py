@@ -198,7 +198,8 @@ def handle(
         out.table = table.uri
         msg = RorderMessage.from_dict({**table.message_defaults(), **data, "path": table.uri})
         if msg.has_partition:
-            out.partition = f"{msg.partition_name or '?'}={msg.partition_value}"
+            name = msg.partition_name or "partition_value"  # the column is known once the table is read
+            out.partition = f"{name}={msg.partition_value}"
         report = rorder_single(msg, storage_options=table.storage_options, hooks=hooks)
         out.status, out.reason, out.report = report.status, report.reason, report
         out.partition = report.partition or out.partition

@@ -534,6 +534,7 @@ def rorder(
         )
     except RunInterrupted as exc:
         exc.report = RorderReport([*report.partitions, *exc.report])
+        exc.args = (f"interrupted: {exc.report.summary()}",)  # the skipped partitions count too
         raise
     return _finished(plan, report, raise_on_failure)
 

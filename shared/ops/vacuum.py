@@ -135,6 +135,8 @@ class VacuumReport:
     dry_run: bool
     data_files: list[str] = field(default_factory=list)
     vector_files: list[str] = field(default_factory=list)
+    bytes: int = 0  # stored size of the files listed
+    default_retention_hours: float = DEFAULT_RETENTION_HOURS  # the table's delta.deletedFileRetentionDuration
 
     def line(self) -> str:
         """One line for people.
@@ -144,9 +146,10 @@ class VacuumReport:
             '/t: would delete 1 data file(s) and 0 deletion vector file(s) older than 168 h (dry run)'
         """
         verb = "would delete" if self.dry_run else "deleted"
+        size = f", {self.bytes / 2**20:.2f} MiB" if self.bytes else ""
         return (
             f"{self.table}: {verb} {len(self.data_files)} data file(s) and {len(self.vector_files)} deletion "
-            f"vector file(s) older than {self.retention_hours:g} h{' (dry run)' if self.dry_run else ''}"
+            f"vector file(s) older than {self.retention_hours:g} h{size}{' (dry run)' if self.dry_run else ''}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -190,14 +193,23 @@ def vacuum(
             p[len(root) :] if p.startswith(root) else p
             for p in dl.vacuum(retention_hours=retention, dry_run=True, enforce_retention_duration=False)
         }
-        data = sorted(named & {key for key, _size in storage.list("")}) if named else []
+        stored = dict(storage.list(""))  # sizes for the report, taken before anything is deleted
+        data = sorted(named & stored.keys())
         if data and not dry_run:
             dl.vacuum(retention_hours=retention, dry_run=False, enforce_retention_duration=False)
     except (DeltaError, OSError) as exc:
         text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
         raise StorageError(f"deltalake's vacuum failed on {uri}: {text}; no vector file was deleted") from None
     vectors = _vector_files(storage, snap, hours, dry_run)
-    return VacuumReport(table=uri, retention_hours=hours, dry_run=dry_run, data_files=data, vector_files=vectors)
+    return VacuumReport(
+        table=uri,
+        retention_hours=hours,
+        dry_run=dry_run,
+        data_files=data,
+        vector_files=vectors,
+        bytes=sum(stored[k] for k in data) + sum(stored.get(k, 0) for k in vectors),
+        default_retention_hours=retention_hours_of(snap.configuration),
+    )
 
 
 def _removes(storage: TableStorage) -> Iterable[Remove]:

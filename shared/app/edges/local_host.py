@@ -478,7 +478,9 @@ def run_local(
 
     ``settings_file`` defaults to ``<app_root>/local.settings.json`` when it exists.
     """
-    root = Path(app_root)
+    from ..preflight import function_app_root
+
+    root = function_app_root(app_root)
     settings = app_settings_for(root, settings_file)
     host = LocalHost(root, settings=settings, lease_seconds=lease_seconds, visibility_timeout=visibility_timeout)
     with app_settings(settings):
@@ -544,9 +546,10 @@ def run_demo(
     and a demo sensor table where none exists, then run the orchestrator once and the worker until the
     queue is empty. Settings: ``local.settings.json``, else ``local.settings.json.example``."""
     from ..config import AppConfig, is_azure_uri
+    from ..preflight import function_app_root
     from .local_azurite import azurite_running, create_demo_table, is_emulated
 
-    root = Path(app_root)
+    root = function_app_root(app_root)
     if settings_file is None and not (root / "local.settings.json").exists():
         settings_file = root / "local.settings.json.example"
     settings = app_settings_for(root, settings_file)
