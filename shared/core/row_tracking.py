@@ -21,9 +21,9 @@ Example:
     >>> t = materialize(raw, cols, 10, 2, 1)
     >>> t.column("_rid").to_pylist(), t.column("_rcv").to_pylist()
     ([11, 3], [2, 2])
-    >>> adds, mark = assign([Add(path="a", stats='{"numRecords":4}')], 5, 20)
-    >>> adds[0].base_row_id, adds[0].default_row_commit_version, mark
-    (21, 5, 24)
+    >>> actions, mark = assign([Add(path="a", stats='{"numRecords":4}')], 5, 20)
+    >>> actions[0].base_row_id, actions[0].default_row_commit_version, mark, mark_of(actions[1])
+    (21, 5, 24, 24)
     >>> high_water_mark({"delta.rowTracking": DomainMetadata("delta.rowTracking", '{"rowIdHighWaterMark":9}')})
     9
 """
@@ -133,8 +133,11 @@ def winner_mark(actions: Sequence[Action]) -> int | None:
 
 def assign(actions: Sequence[Action], version: int, mark: int) -> tuple[list[Action], int]:
     """Give every new file (an ``add`` without ``baseRowId``) fresh row ids above ``mark`` and the commit's
-    version as ``defaultRowCommitVersion``; returns copies (the given actions stay as they are, for the
-    next attempt) and the new mark. A file without ``numRecords`` in its statistics is refused."""
+    version as ``defaultRowCommitVersion``, and record the new mark in the commit's ``delta.rowTracking``
+    domain; returns copies (the given actions stay as they are, for the next attempt) and the new mark.
+    A file without ``numRecords`` in its statistics is refused."""
+    own = winner_mark(actions)  # a commit may set the mark itself (a backfill of ids)
+    start = mark = max(mark, NO_MARK if own is None else own)
     out: list[Action] = []
     for a in actions:
         if isinstance(a, Add) and a.base_row_id is None:
@@ -143,9 +146,10 @@ def assign(actions: Sequence[Action], version: int, mark: int) -> tuple[list[Act
                 raise CorruptDataError(f"new file {a.path} has no numRecords; a row-tracking table needs it")
             a = dataclasses.replace(a, base_row_id=mark + 1, default_row_commit_version=version, extra=dict(a.extra))
             mark += max(records, 0)
-        elif isinstance(a, DomainMetadata) and a.domain == DOMAIN:
-            continue  # the mark is set below, once
         out.append(a)
+    if mark != start:  # ids were handed out: the commit records the new mark, once
+        out = [a for a in out if not (isinstance(a, DomainMetadata) and a.domain == DOMAIN)]
+        out.append(mark_action(mark))
     return out, mark
 
 

@@ -313,9 +313,7 @@ class Transaction:
         protocol = next((a for a in actions if isinstance(a, Protocol)), self.snapshot.protocol)
         metadata = next((a for a in actions if isinstance(a, Metadata)), self.snapshot.metadata)
         if row_tracking.supported(protocol):
-            actions, mark = row_tracking.assign(actions, version, self.row_id_mark)
-            if mark != self.row_id_mark:
-                actions.append(row_tracking.mark_action(mark))
+            actions, _mark = row_tracking.assign(actions, version, self.row_id_mark)
         if commit_timestamps.enabled(metadata.configuration or {}):
             if version - 1 not in self.commit_timestamps:
                 self._observe(version - 1, self._read_version(version - 1) if version > 0 else None)
