@@ -240,3 +240,39 @@ def test_still_refused_by_name(tmp_path: Path, feature: str) -> None:
     with pytest.raises(UnsupportedFeatureError, match=feature):
         rorder(uri, by="k", max_workers=1)
     assert TableSnapshot.load(uri, for_writing=False).version == versions
+
+
+def test_inspect_names_the_features_and_their_handling(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    uri = _tracked_table(tmp_path, {"k": [1, 2], "v": ["a", "b"]})
+    text = subprocess.run(
+        [sys.executable, "-m", "deltaextras", "inspect", uri, "--column", "k"], capture_output=True, text=True
+    )
+    assert text.returncode == 0, text.stderr
+    assert "feature rowTracking: supported (rewrites keep every row's id" in text.stdout
+    assert "feature inCommitTimestamp: supported (" in text.stdout and "; enabled)" in text.stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "deltaextras", "inspect", uri, "--column", "k", "--json"], capture_output=True, text=True
+    )
+    features = {f["name"]: f for f in json.loads(out.stdout)["features"]}
+    assert sorted(features) == sorted(FEATURES) and features["rowTracking"]["handling"] == "supported"
+
+
+def test_own_vacuum_names_what_deltalakes_vacuum_names(tmp_path: Path) -> None:
+    """On a table both can vacuum, the data files of the vacuum used for tables deltalake refuses are the
+    ones deltalake's own vacuum names."""
+    from deltaextras.ops.vacuum import _data_files, _deltalake_data_files
+
+    uri = str(tmp_path / "v")
+    for i in range(3):
+        write_deltalake(uri, pa.table({"k": [i, i + 1]}), mode="append")
+    write_deltalake(uri, pa.table({"k": [9]}), mode="overwrite")
+    write_deltalake(uri, pa.table({"k": [10]}), mode="append")
+    storage = TableStorage(uri)
+    snap = TableSnapshot.load(uri)
+    ours = _data_files(storage, snap, 0.0, dry_run=True)
+    assert len(ours) == 3
+    assert ours == _deltalake_data_files(uri, storage, 0.0, dry_run=True)
+    assert _data_files(storage, snap, 1.0, dry_run=True) == []  # removed within the retention: kept

@@ -245,6 +245,22 @@ def deltalake_can_read(protocol: Protocol) -> bool:
     return not any(name in (protocol.reader_features or []) for name in _DELTALAKE_UNREADABLE)
 
 
+# Writer features deltalake 1.x refuses to write under (its vacuum, which may log commits, among others).
+_DELTALAKE_UNWRITABLE = ("rowTracking", "inCommitTimestamp", "typeWidening", "typeWidening-preview")
+
+
+def deltalake_can_write(protocol: Protocol) -> bool:
+    """Whether deltalake writes to (and vacuums) a table of this protocol.
+
+    Example:
+        >>> deltalake_can_write(Protocol(3, 7, [], ["inCommitTimestamp"]))
+        False
+    """
+    return deltalake_can_read(protocol) and not any(
+        name in (protocol.writer_features or []) for name in _DELTALAKE_UNWRITABLE
+    )
+
+
 def _own_selection_vectors(storage: TableStorage, files: list[LiveFile]) -> dict[str, np.ndarray]:
     """Keep-masks read by :mod:`deltaextras.core.dv` (as long as the file's ``numRecords``, or up to its last
     deleted row when the statistics have no count: readers pad the rest as live)."""

@@ -42,7 +42,7 @@ from typing import Any
 from ..core.actions import Add, Cdc, Remove, now_ms
 from ..core.dv import file_key
 from ..core.log import LOG_DIR, latest_version, log_actions
-from ..core.snapshot import deltalake_can_read
+from ..core.snapshot import deltalake_can_write
 from ..core.storage import TableStorage
 from ..errors import InvalidArgumentError, StorageError, UnsupportedFeatureError
 from .table import load_snapshot, table_args
@@ -178,7 +178,7 @@ def vacuum(
         (1, [], True)
     """
     uri, storage, snap, hours = _open(table, storage_options, retention_hours)
-    if deltalake_can_read(snap.protocol):
+    if deltalake_can_write(snap.protocol):
         data = _deltalake_data_files(uri, storage, hours, dry_run)
     else:
         data = _data_files(storage, snap, hours, dry_run)
@@ -211,7 +211,7 @@ def _deltalake_data_files(uri: str, storage: TableStorage, hours: float, dry_run
 
 
 def _data_files(storage: TableStorage, snap: Any, hours: float, dry_run: bool) -> list[str]:
-    """The same as deltalake's default vacuum, for tables deltalake cannot open: the data files of ``remove``
+    """The same as deltalake's default vacuum, for tables deltalake cannot vacuum: the data files of ``remove``
     actions older than the retention that no newer ``remove`` and no live file names, and that exist."""
     cutoff = now_ms() - int(hours * 3_600_000)
     live = {f.key for f in snap.files}
