@@ -246,7 +246,7 @@ def deltalake_can_read(protocol: Protocol) -> bool:
 
 
 # Writer features deltalake 1.x refuses to write under (its vacuum, which may log commits, among others).
-_DELTALAKE_UNWRITABLE = ("rowTracking", "inCommitTimestamp", "typeWidening", "typeWidening-preview")
+_DELTALAKE_UNWRITABLE = ("domainMetadata", "rowTracking", "inCommitTimestamp", "typeWidening", "typeWidening-preview")
 
 
 def deltalake_can_write(protocol: Protocol) -> bool:
