@@ -276,3 +276,30 @@ def test_own_vacuum_names_what_deltalakes_vacuum_names(tmp_path: Path) -> None:
     assert len(ours) == 3
     assert ours == _deltalake_data_files(uri, storage, 0.0, dry_run=True)
     assert _data_files(storage, snap, 1.0, dry_run=True) == []  # removed within the retention: kept
+
+
+def test_a_concurrent_delete_of_one_twin_is_carried_onto_the_row_of_its_id(tmp_path: Path) -> None:
+    """Two identical rows with different ids; another writer deletes one of them (a deletion vector on its
+    file) while our rewrite runs: the output row that goes is the one with the deleted row's id."""
+    from pyroaring import BitMap
+
+    from deltaextras.core.dv import inline_descriptor
+    from deltaextras.ops.rorder import plan_messages, rorder_single
+
+    uri = _tracked_table(tmp_path, {"k": [1, 2], "v": ["x", "y"]}, {"k": [1, 3], "v": ["x", "z"]})
+    before = row_ids(uri)
+    assert sorted(r[2] for r in before if r[:2] == (1, "x")) == [0, 2]  # twins: first rows of both files
+
+    def delete_the_twin_of_id_0(_version: int) -> None:
+        snap = TableSnapshot.load(uri)
+        (f,) = [f for f in snap.files if f.add.base_row_id == 0]
+        add = dataclasses.replace(f.add, deletion_vector=inline_descriptor(BitMap([0])), data_change=True)
+        info = CommitInfo(in_commit_timestamp=now_ms(), operation="DELETE", is_blind_append=False)
+        actions = [info, f.add.retire(now_ms(), data_change=True), add]
+        assert snap.storage.put_if_absent(commit_key(snap.version + 1), encode_commit(actions))
+
+    (message,) = plan_messages(uri, by="k")
+    pending = [delete_the_twin_of_id_0]
+    report = rorder_single(message, hooks={"before_commit": lambda v: pending and pending.pop()(v)})
+    assert report.status == "committed" and report.deleted_rows_carried == 1
+    assert row_ids(uri) == {r for r in before if r[2] != 0}

@@ -99,10 +99,21 @@ def materialize(
     """Fill the materialized columns of rows read from one file: a stored value stays, a missing one
     is ``base_row_id`` + the row's physical position (``first_row`` is the position of the table's first
     row in the file) and ``default_commit_version``. Call before any row is filtered out."""
-    n = table.num_rows
+    positions = np.arange(first_row, first_row + table.num_rows, dtype=np.int64)
+    return materialize_at(table, cols, base_row_id, default_commit_version, positions)
+
+
+def materialize_at(
+    table: pa.Table,
+    cols: RowTrackingColumns,
+    base_row_id: int | None,
+    default_commit_version: int | None,
+    positions: np.ndarray,
+) -> pa.Table:
+    """:func:`materialize` for rows at the given physical positions of their file (one per row)."""
     ids = table.column(cols.row_id).cast(pa.int64())
     if ids.null_count and base_row_id is not None:
-        fresh = pa.array(np.arange(first_row, first_row + n, dtype=np.int64) + int(base_row_id))
+        fresh = pa.array(positions.astype(np.int64) + int(base_row_id))
         ids = pc.coalesce(ids, fresh)
     versions = table.column(cols.commit_version).cast(pa.int64())
     if versions.null_count and default_commit_version is not None:
