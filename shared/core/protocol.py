@@ -44,11 +44,13 @@ _WHY = {
     "coordinatedCommits-preview": "commits must go through the table's commit coordinator",
     "catalogOwned-preview": "commits must go through the owning catalog",
     "catalogManaged": "commits must go through the owning catalog",
-    "variantType": "variant columns are not rewritten",
-    "variantType-preview": "variant columns are not rewritten",
+    "variantType": "pyarrow writes a variant column back without its Parquet VARIANT annotation",
+    "variantType-preview": "pyarrow writes a variant column back without its Parquet VARIANT annotation",
+    "variantShredding-preview": "pyarrow writes a variant column back without its Parquet VARIANT annotation",
     "icebergCompatV1": "Iceberg metadata would have to be maintained",
     "icebergCompatV2": "Iceberg metadata would have to be maintained",
-    "collations-preview": "collated string statistics are not written",
+    "collations-preview": "statistics of collated strings must follow the collation; deltaextras writes binary order",
+    "collations": "statistics of collated strings must follow the collation; deltaextras writes binary order",
 }
 
 
