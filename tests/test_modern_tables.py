@@ -303,3 +303,17 @@ def test_a_concurrent_delete_of_one_twin_is_carried_onto_the_row_of_its_id(tmp_p
     report = rorder_single(message, hooks={"before_commit": lambda v: pending and pending.pop()(v)})
     assert report.status == "committed" and report.deleted_rows_carried == 1
     assert row_ids(uri) == {r for r in before if r[2] != 0}
+
+
+def test_a_rewrite_in_several_passes_keeps_every_row_id(tmp_path: Path) -> None:
+    """Rows spilled to disk between passes keep their ids too (row groups spanning passes, a vector)."""
+    import random
+
+    rng = random.Random(7)
+    batches = [{"k": [rng.randrange(40) for _ in range(600)], "v": [f"{b}-{i}" for i in range(600)]} for b in range(3)]
+    uri = _tracked_table(tmp_path, *batches)
+    delete(uri, "v = '1-5' OR v = '2-7'", mode="deletion_vectors")
+    before = row_ids(uri)
+    (report,) = rorder(uri, by="k", max_workers=1, memory_budget=8_000, max_deleted_rows_ratio=0.0)
+    assert report.status == "committed" and report.passes > 1 and report.spilled_bytes > 0
+    assert row_ids(uri) == before
