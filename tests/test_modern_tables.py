@@ -108,6 +108,7 @@ def _check_new_files(uri: str, version: int, previous_mark: int) -> int:
     actions = _actions(uri, version)
     info = actions[0]
     assert isinstance(info, CommitInfo) and info.in_commit_timestamp == info.timestamp
+    assert info.extra["tags"][rt.PRESERVED_TAG] == "true"
     before = _actions(uri, version - 1)[0]
     assert isinstance(before, CommitInfo) and info.in_commit_timestamp > (before.in_commit_timestamp or 0)
     mark = previous_mark

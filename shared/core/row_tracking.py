@@ -45,6 +45,8 @@ DOMAIN = "delta.rowTracking"
 ROW_ID_KEY = "delta.rowTracking.materializedRowIdColumnName"
 COMMIT_VERSION_KEY = "delta.rowTracking.materializedRowCommitVersionColumnName"
 NO_MARK = -1  # the mark of a table that handed out no id yet
+# commitInfo tag: every row copied or updated kept its id and commit version (rewrites write them)
+PRESERVED_TAG = "delta.rowTracking.preserved"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -314,6 +314,8 @@ class Transaction:
         metadata = next((a for a in actions if isinstance(a, Metadata)), self.snapshot.metadata)
         if row_tracking.supported(protocol):
             actions, _mark = row_tracking.assign(actions, version, self.row_id_mark)
+            preserved = row_tracking.columns(protocol, metadata) is not None  # rewrites write the stored ids
+            info.extra["tags"] = {**(info.extra.get("tags") or {}), row_tracking.PRESERVED_TAG: str(preserved).lower()}
         if commit_timestamps.enabled(metadata.configuration or {}):
             if version - 1 not in self.commit_timestamps:
                 self._observe(version - 1, self._read_version(version - 1) if version > 0 else None)
