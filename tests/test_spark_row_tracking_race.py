@@ -1,8 +1,10 @@
 """Apache Spark MERGEs (and appends, an UPDATE, a DELETE) race our ``rorder`` on one partition of a table
-with row tracking and in-commit timestamps. Afterwards, through Spark and delta-rs: no row lost, none
-duplicated, no deleted row back, every committed update there; row ids unique across the table, and every
-row that was there before the race still has the id it had (rewrites and Spark's MERGE both keep them);
-Spark's history shows strictly increasing in-commit timestamps.
+with row tracking and in-commit timestamps; and, deterministically, a Spark MERGE commits between our
+rewrite's read and its commit, and the rewrite carries its deletes by row id. After the race, through
+Spark and delta-rs: no row lost, none duplicated, no deleted row back, every committed update there;
+row ids unique across the table, and every row that was there before the race still has the id it had
+(rewrites and Spark's MERGE both keep them); Spark's history shows strictly increasing in-commit
+timestamps.
 
 The model is the one of ``test_spark_racer`` (its ledger); the Spark side runs a fixed, MERGE-heavy list.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -18,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 from deltalake import DeltaTable
 from oracle import content_checksum
-from test_spark_racer import Ledger, _in, _spark_conflict_kind, our_rorder
+from test_spark_racer import Ledger, _in, _spark_conflict_kind
 
 from deltaextras.ops.rorder import rorder
 
@@ -73,6 +76,18 @@ def _spark_side(spark: Any, uri: str, ledger: Ledger, stop: threading.Event) -> 
     stop.set()
 
 
+def _our_rorder(uri: str, ledger: Ledger, stop: threading.Event) -> None:
+    while not stop.is_set():
+        for report in rorder(uri, by="node", sort_by="k", max_workers=1, raise_on_failure=False):
+            with ledger.lock:
+                if report.status == "committed":
+                    ledger.commits["ours:rorder"] += 1
+                    ledger.commits["ours:deletes_carried"] += report.concurrent_deletes_carried
+                elif report.status == "failed":
+                    ledger.conflicts[f"ours:rorder:{report.error_type}"] += 1
+        time.sleep(0.2)
+
+
 def _ids(spark: Any, uri: str) -> dict[int, int]:
     rows = spark.sql(f"SELECT k, _metadata.row_id AS rid FROM delta.`{uri}`").collect()
     ids = [r["rid"] for r in rows]
@@ -106,7 +121,7 @@ def test_spark_merge_races_rorder_on_row_tracking_table(delta_spark: Any, tmp_pa
 
     threads = [
         threading.Thread(target=guarded, args=(_spark_side, delta_spark, uri, ledger, stop)),
-        threading.Thread(target=guarded, args=(our_rorder, uri, ledger, stop)),
+        threading.Thread(target=guarded, args=(_our_rorder, uri, ledger, stop)),
     ]
     for th in threads:
         th.start()
@@ -136,3 +151,37 @@ def test_spark_merge_races_rorder_on_row_tracking_table(delta_spark: Any, tmp_pa
     assert all(a < b for a, b in itertools.pairwise(stamps)), stamps
     print("row tracking race:", dict(ledger.commits), dict(ledger.conflicts), "versions", history[-1]["version"])
     assert ledger.commits["ours:rorder"] > 0 and ledger.commits["spark:merge"] > 0
+
+
+def test_spark_merge_between_our_read_and_commit_is_carried_with_row_ids(delta_spark: Any, tmp_path: Path) -> None:
+    """Deterministic: a Spark MERGE (deletion vectors on, rows updated and inserted) commits between our
+    rewrite's read and its commit. Our rewrite carries the MERGE's deletes by row id: every row keeps the id
+    it had, the updated rows live once (Spark's new version), ids stay unique."""
+    from deltaextras.ops.rorder import plan_messages, rorder_single
+
+    uri = str(tmp_path / "carry")
+    delta_spark.sql(
+        f"CREATE TABLE delta.`{uri}` (k BIGINT, upd BIGINT, node BIGINT) USING delta TBLPROPERTIES "
+        "('delta.enableDeletionVectors' = 'true', 'delta.enableRowTracking' = 'true', "
+        "'delta.enableInCommitTimestamps' = 'true')"
+    )
+    for lo in (0, 40, 80):
+        delta_spark.sql(f"INSERT INTO delta.`{uri}` SELECT id, 0, id % 7 FROM range({lo}, {lo + 40})")
+    before = _ids(delta_spark, uri)
+    merge = (
+        f"MERGE INTO delta.`{uri}` AS t USING (SELECT * FROM VALUES (5, false), (50, false), (500, true) "
+        "AS s(k, is_new)) AS s ON t.k = s.k WHEN MATCHED THEN UPDATE SET t.upd = t.upd + 1 "
+        "WHEN NOT MATCHED AND s.is_new THEN INSERT (k, upd, node) VALUES (s.k, 0, 3)"
+    )
+    (message,) = plan_messages(uri, by="node", sort_by="k")
+    pending = [lambda: delta_spark.sql(merge).collect()]
+    report = rorder_single(message, hooks={"before_commit": lambda _v: pending and pending.pop()()})
+    assert report.status == "committed", report.reason
+    assert report.concurrent_deletes_carried == 1 and report.deleted_rows_carried == 2
+    rows = delta_spark.sql(f"SELECT k, upd, _metadata.row_id AS rid FROM delta.`{uri}`").collect()
+    assert sorted((r["k"], r["upd"]) for r in rows) == sorted(
+        [(k, 1 if k in (5, 50) else 0) for k in range(120)] + [(500, 0)]
+    )
+    after = _ids(delta_spark, uri)
+    assert {k: after[k] for k in before} == before  # updated rows too: MERGE and the carry keep ids
+    assert after[500] not in before.values()
