@@ -33,7 +33,7 @@ REWRITTEN = {
     "table_with_partitioning_mapping": "description",
 }
 REFUSED = {
-    "table_with_liquid_clustering": "rowTracking",
+    "table_with_liquid_clustering": "clustering",
     "simple_table_features": "reader version 5",
 }
 LIVE_ROWS = {

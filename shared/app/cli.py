@@ -208,6 +208,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     from ..core.snapshot import TableSnapshot
+    from ..ops.features import feature_uses
     from ..ops.inspect import partition_column, read_amplification, row_group_table, row_groups_per_value
     from ..ops.plan import partition_not_found, resolve_unit
 
@@ -244,6 +245,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         title = f"{args.table}: {column}, read amplification {amp_text}"
         picture = draw_panels([panel_of(snap, table, unit, title)], args.plot)
     per_value = row_groups_per_value(table)
+    features = feature_uses(snap.protocol, snap.metadata)
     files = (
         {str(v): len(fs) for v, fs in snap.partitions(unit).items() if partition is None or v == args.partition}
         if unit
@@ -258,6 +260,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             "files_per_partition": files,
             "row_groups_per_value": {k: _finite(v) for k, v in per_value.items()},
             "row_groups": groups,
+            "features": [f.to_dict() for f in features],
         }
         print(json.dumps(out, default=str, indent=2, allow_nan=False))
         return 0
@@ -283,6 +286,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         print(f"({meaning})")
     if picture is not None:
         print(f"drew {picture.row_groups} row groups of {picture.files} files to {picture.path}")
+    for feature in features:
+        print(f"feature {feature.line()}")
     return 0
 
 

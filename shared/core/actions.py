@@ -270,6 +270,7 @@ class CommitInfo(_Codec):
     """Provenance of a commit; ``txn_id`` identifies the attempt that wrote it."""
 
     KEY: ClassVar[str] = "commitInfo"
+    in_commit_timestamp: int | None = _f("inCommitTimestamp")
     timestamp: int | None = _f("timestamp")
     operation: str | None = _f("operation")
     operation_parameters: dict[str, Any] | None = _f("operationParameters", "map")

@@ -2,10 +2,11 @@
 
 Example:
     >>> check_protocol(Protocol(3, 7, ["deletionVectors"], ["deletionVectors"]), {})
-    >>> check_protocol(Protocol(3, 7, [], ["rowTracking"]), {})
+    >>> check_protocol(Protocol(3, 7, ["typeWidening"], ["rowTracking", "inCommitTimestamp", "typeWidening"]), {})
+    >>> check_protocol(Protocol(3, 7, [], ["clustering"]), {})
     Traceback (most recent call last):
     ...
-    deltaextras.errors.UnsupportedFeatureError: the table uses Delta writer feature 'rowTracking', ...
+    deltaextras.errors.UnsupportedFeatureError: the table uses Delta writer feature 'clustering', ...
 """
 
 from __future__ import annotations
@@ -13,7 +14,16 @@ from __future__ import annotations
 from ..errors import UnsupportedFeatureError
 from .actions import Protocol
 
-READER_FEATURES = {"columnMapping", "deletionVectors", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"}
+READER_FEATURES = {
+    "columnMapping",
+    "deletionVectors",
+    "timestampNtz",
+    "v2Checkpoint",
+    "vacuumProtocolCheck",
+    # files may hold an older type of a column: read, they are cast to the current type (core.schema.conform)
+    "typeWidening",
+    "typeWidening-preview",
+}
 WRITER_FEATURES = READER_FEATURES | {
     "appendOnly",
     "invariants",
@@ -23,22 +33,24 @@ WRITER_FEATURES = READER_FEATURES | {
     "identityColumns",
     "domainMetadata",
     "allowColumnDefaults",
+    # rewrites keep row ids and commit versions; new files get ids above the high-water mark (core.row_tracking)
+    "rowTracking",
+    # commits carry a monotonic in-commit timestamp (core.commit_timestamps)
+    "inCommitTimestamp",
 }
 _WHY = {
-    "rowTracking": "row ids and commit versions would have to be preserved across the rewrite",
     "clustering": "the rewrite would break the liquid clustering layout",
     "liquid": "the rewrite would break the liquid clustering layout",
-    "inCommitTimestamp": "commits must carry monotonic in-commit timestamps",
     "coordinatedCommits-preview": "commits must go through the table's commit coordinator",
     "catalogOwned-preview": "commits must go through the owning catalog",
     "catalogManaged": "commits must go through the owning catalog",
-    "typeWidening": "files may hold older column types",
-    "typeWidening-preview": "files may hold older column types",
-    "variantType": "variant columns are not rewritten",
-    "variantType-preview": "variant columns are not rewritten",
+    "variantType": "pyarrow writes a variant column back without its Parquet VARIANT annotation",
+    "variantType-preview": "pyarrow writes a variant column back without its Parquet VARIANT annotation",
+    "variantShredding-preview": "pyarrow writes a variant column back without its Parquet VARIANT annotation",
     "icebergCompatV1": "Iceberg metadata would have to be maintained",
     "icebergCompatV2": "Iceberg metadata would have to be maintained",
-    "collations-preview": "collated string statistics are not written",
+    "collations-preview": "statistics of collated strings must follow the collation; deltaextras writes binary order",
+    "collations": "statistics of collated strings must follow the collation; deltaextras writes binary order",
 }
 
 
@@ -65,19 +77,35 @@ def check_protocol(protocol: Protocol, configuration: dict[str, str], schema_str
             if name in _VARIANT_FEATURES and schema_string is not None and '"variant"' not in schema_string:
                 continue
             if name not in known:
-                why = _WHY.get(name, "deltaextras does not implement it")
+                why = refusal_reason(name)
                 raise UnsupportedFeatureError(
                     f"the table uses Delta {kind} feature {name!r}, which deltaextras cannot honour ({why}); "
                     "nothing was written. Compact this table with an engine that supports the feature"
                 )
-    if str(configuration.get("delta.enableRowTracking", "false")).lower() == "true":
+    if str(configuration.get("delta.enableRowTracking", "false")).lower() == "true" and not protocol.has_feature(
+        "rowTracking"
+    ):
         raise UnsupportedFeatureError(
-            "the table enables row tracking (delta.enableRowTracking); deltaextras cannot preserve row ids"
+            "the table enables row tracking (delta.enableRowTracking) without the rowTracking feature; "
+            "nothing was written"
         )
-    if str(configuration.get("delta.enableInCommitTimestamps", "false")).lower() == "true":
+    if str(configuration.get("delta.enableInCommitTimestamps", "false")).lower() == "true" and not protocol.has_feature(
+        "inCommitTimestamp"
+    ):
         raise UnsupportedFeatureError(
-            "the table enables in-commit timestamps (delta.enableInCommitTimestamps); not supported"
+            "the table enables in-commit timestamps (delta.enableInCommitTimestamps) without the inCommitTimestamp "
+            "feature; nothing was written"
         )
+
+
+def refusal_reason(name: str) -> str:
+    """Why a rewrite refuses a feature it does not support.
+
+    Example:
+        >>> refusal_reason("icebergCompatV2")
+        'Iceberg metadata would have to be maintained'
+    """
+    return _WHY.get(name, "deltaextras does not implement it")
 
 
 def has_feature(protocol: Protocol, name: str) -> bool:

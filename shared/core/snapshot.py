@@ -117,6 +117,7 @@ class TableSnapshot:
         self.metadata: Metadata = state.metadata
         self.configuration: dict[str, str] = dict(state.metadata.configuration or {})
         self.txns = state.txns
+        self.domains = dict(state.domains)
         self.schema = TableSchema.from_metadata(state.metadata)
         self.partition_columns: list[str] = list(state.metadata.partition_columns or [])
         self._dt = dt
@@ -202,6 +203,8 @@ class TableSnapshot:
         if not wanted:
             return {}
         out: dict[str, np.ndarray] = {}
+        if not deltalake_can_read(self.protocol):
+            return _own_selection_vectors(self.storage, [f for f in files if f.dv])
         from deltalake.exceptions import DeltaError
 
         roots = _roots(self.deltalake_table, self.storage)
@@ -232,6 +235,49 @@ class TableSnapshot:
                 f"deletion vector of {missing[0]} could not be read through deltalake; refusing to rewrite"
             )
         return out
+
+
+# Reader features deltalake cannot open a table with: the vectors of such a table are read by our own reader.
+_DELTALAKE_UNREADABLE = ("typeWidening", "typeWidening-preview")
+
+
+def deltalake_can_read(protocol: Protocol) -> bool:
+    """Whether deltalake opens a table of this protocol (1.x refuses the ``typeWidening`` reader feature).
+
+    Example:
+        >>> deltalake_can_read(Protocol(3, 7, ["typeWidening"], ["typeWidening"]))
+        False
+    """
+    return not any(name in (protocol.reader_features or []) for name in _DELTALAKE_UNREADABLE)
+
+
+# Writer features deltalake 1.x refuses to write under (its vacuum, which may log commits, among others).
+_DELTALAKE_UNWRITABLE = ("domainMetadata", "rowTracking", "inCommitTimestamp", "typeWidening", "typeWidening-preview")
+
+
+def deltalake_can_write(protocol: Protocol) -> bool:
+    """Whether deltalake writes to (and vacuums) a table of this protocol.
+
+    Example:
+        >>> deltalake_can_write(Protocol(3, 7, [], ["inCommitTimestamp"]))
+        False
+    """
+    return deltalake_can_read(protocol) and not any(
+        name in (protocol.writer_features or []) for name in _DELTALAKE_UNWRITABLE
+    )
+
+
+def _own_selection_vectors(storage: TableStorage, files: list[LiveFile]) -> dict[str, np.ndarray]:
+    """Keep-masks read by :mod:`deltaextras.core.dv` (as long as the file's ``numRecords``, or up to its last
+    deleted row when the statistics have no count: readers pad the rest as live)."""
+    from .dv import keep_mask, read_deletion_vectors
+
+    out: dict[str, np.ndarray] = {}
+    for f, deleted in zip(files, read_deletion_vectors(storage, [f.dv for f in files]), strict=True):
+        records = f.add.stats_dict().get("numRecords")
+        rows = int(records) if isinstance(records, int) else (deleted.max() + 1 if len(deleted) else 0)
+        out[f.path] = keep_mask(deleted, rows)
+    return out
 
 
 def _relative_key(uri: str, roots: list[str], *, is_url: bool) -> str:

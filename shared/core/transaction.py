@@ -50,7 +50,19 @@ from ..errors import (
     StorageError,
     UnsupportedFeatureError,
 )
-from .actions import ENGINE, Action, Add, CommitInfo, Protocol, Txn, decode_commit, encode_commit, now_ms
+from . import commit_timestamps, row_tracking
+from .actions import (
+    ENGINE,
+    Action,
+    Add,
+    CommitInfo,
+    Metadata,
+    Protocol,
+    Txn,
+    decode_commit,
+    encode_commit,
+    now_ms,
+)
 from .conflicts import Conflict, IsolationLevel, ReadSet, Winner, check_winner
 from .log import commit_key
 from .protocol import check_protocol
@@ -119,6 +131,10 @@ class Transaction:
         self.checked_to = self.read_version  # every commit up to here was checked against us
         self.attempts = 0
         self.winners_checked = 0
+        # What the commits after the read version set, for the stamping of each attempt: the row id
+        # high-water mark and the in-commit timestamp of each version read.
+        self.row_id_mark = row_tracking.high_water_mark(getattr(snapshot, "domains", {}))
+        self.commit_timestamps: dict[int, int | None] = {}
 
     # ------------------------------------------------------------------ files
     def wrote(self, key: str) -> None:
@@ -193,6 +209,7 @@ class Transaction:
                     f"more than {MAX_WINNERS} commits since version {self.read_version}; plan again"
                 )
             winner = Winner(v, actions)
+            self._observe(v, actions)
             verdict = check_winner(winner, self.read, self.isolation, self.txn_ids)
             if verdict.ours:
                 return v, self._landed(v, winner)
@@ -258,7 +275,7 @@ class Transaction:
             actions = build(v)
             if not actions:
                 return CommitResult(None, self.attempts, self.winners_checked)
-            actions, payload = self._stamp(actions)
+            actions, payload = self._stamp(actions, v)
             outcome = self._put(v, actions, payload)
             if outcome is not None:
                 return outcome
@@ -271,7 +288,7 @@ class Transaction:
             if result is not None:
                 return result
 
-    def _stamp(self, actions: list[Action]) -> tuple[list[Action], bytes]:
+    def _stamp(self, actions: list[Action], version: int) -> tuple[list[Action], bytes]:
         txn_id = str(uuid.uuid4())
         info = next((a for a in actions if isinstance(a, CommitInfo)), None)
         if info is None:
@@ -285,8 +302,33 @@ class Transaction:
             info.operation = self.operation
         if info.is_blind_append is None:
             info.is_blind_append = False
+        actions = self._stamp_features(actions, info, version)
         self.txn_ids[txn_id] = actions
         return actions, encode_commit(actions)
+
+    def _stamp_features(self, actions: list[Action], info: CommitInfo, version: int) -> list[Action]:
+        """Per attempt, against the commits before ``version``: fresh row ids for the new files of a table
+        that supports row tracking (the high-water mark moves in the same commit), and the in-commit
+        timestamp, strictly after the previous commit's, on a commit info put first."""
+        protocol = next((a for a in actions if isinstance(a, Protocol)), self.snapshot.protocol)
+        metadata = next((a for a in actions if isinstance(a, Metadata)), self.snapshot.metadata)
+        if row_tracking.supported(protocol):
+            actions, _mark = row_tracking.assign(actions, version, self.row_id_mark)
+            preserved = row_tracking.columns(protocol, metadata) is not None  # rewrites write the stored ids
+            info.extra["tags"] = {**(info.extra.get("tags") or {}), row_tracking.PRESERVED_TAG: str(preserved).lower()}
+        if commit_timestamps.enabled(metadata.configuration or {}):
+            if version - 1 not in self.commit_timestamps:
+                self._observe(version - 1, self._read_version(version - 1) if version > 0 else None)
+            previous = self.commit_timestamps.get(version - 1)
+            actions = commit_timestamps.first(actions, info, previous=previous, clock=now_ms())
+        return actions
+
+    def _observe(self, version: int, actions: list[Action] | None) -> None:
+        """Note what a commit read from the log sets: its row id high-water mark, its in-commit timestamp."""
+        mark = row_tracking.winner_mark(actions or [])
+        if mark is not None:
+            self.row_id_mark = max(self.row_id_mark, mark)
+        self.commit_timestamps[version] = commit_timestamps.previous_timestamp(actions)
 
     def _put(self, version: int, actions: list[Action], payload: bytes) -> CommitResult | None:
         """Try one version; the result when committed, None when someone else holds it."""
@@ -401,6 +443,8 @@ __all__ = [
 
 def _writable(snapshot: TableSnapshot, protocol: Protocol) -> bool:
     """Whether this writer can commit to the table under ``protocol`` (a winner's new protocol)."""
+    if row_tracking.supported(protocol) and not row_tracking.supported(snapshot.protocol):
+        return False  # rows read before ids were assigned: their ids cannot be kept
     try:
         check_protocol(protocol, snapshot.configuration, snapshot.metadata.schema_string)
     except UnsupportedFeatureError:

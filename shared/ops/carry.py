@@ -18,9 +18,11 @@ carries the deletes forward:
 
 Anything that cannot be mapped exactly stays a conflict with its reason: a compaction removed an input
 (``dataChange: false``), a copy-on-write change rewrote an input of a ``unique_by`` rewrite (the rows
-it kept would need de-duplicating against ours), a vector lost rows, the table tracks row ids or has
-deletion vectors disabled, or a deleted row is not found in the outputs. (A metadata or protocol change
-never reaches here: the transaction raises it.)
+it kept would need de-duplicating against ours), a vector lost rows, the table tracks row ids and
+``unique_by`` merged rows, the table has deletion vectors disabled, or a deleted row is not found in the
+outputs. On a table that tracks rows, each deleted row is matched with its row id (stored, or its file's
+``baseRowId`` + position), so the output row that goes is the one with that id, never an identical twin.
+(A metadata or protocol change never reaches here: the transaction raises it.)
 
 Why by value and not an input→output row map: the rewrite stays as it is (no extra bookkeeping on
 its hot path, no map of 8 bytes per row held or spilled for a conflict that rarely happens), and the
@@ -49,6 +51,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyroaring import BitMap
 
+from ..core import row_tracking
 from ..core.actions import Action, Add, Cdc, CommitInfo, DeletionVectorDescriptor, Remove
 from ..core.arrays import py_value
 from ..core.conflicts import Conflict, Winner
@@ -113,8 +116,16 @@ class Carrier:
 
     # Column names are resolved only when a delete is carried (the rewrite validates them first).
     @property
+    def tracked(self) -> row_tracking.RowTrackingColumns | None:
+        """The materialized row id / commit version columns the outputs hold (row-tracking tables)."""
+        return row_tracking.columns(self.snap.protocol, self.snap.metadata)
+
+    @property
     def target(self) -> pa.Schema:
-        return self.snap.schema.file_schema
+        """The columns rows are matched on: every column of the outputs, row ids included."""
+        schema = self.snap.schema.file_schema
+        tracked = self.tracked
+        return schema if tracked is None else pa.schema([*schema, *tracked.fields()])
 
     @property
     def by(self) -> str:
@@ -170,10 +181,10 @@ class Carrier:
             )
 
     def _check_table(self, c: Conflict) -> None:
-        if self.snap.protocol.has_feature("rowTracking"):
+        if self.snap.protocol.has_feature("rowTracking") and self.deduplicated:
             raise ConcurrentDeleteReadError(
-                f"commit {c.version} removed input {c.paths[0]}; the table tracks row ids, which a rewrite cannot "
-                "carry a concurrent delete onto. Nothing was committed. Plan again"
+                f"commit {c.version} removed input {c.paths[0]}; the table tracks row ids and unique_by merged rows "
+                "of different ids, so the deleted rows cannot be told apart. Nothing was committed. Plan again"
             )
         if not deletion_vectors_enabled(self.snap):
             raise ConcurrentDeleteReadError(
@@ -309,7 +320,14 @@ class Carrier:
                     "nothing was committed. Plan again"
                 )
             gone = now - base
-        return _read_rows(pf, gone, self.target, f.path)
+        rows = _read_rows(pf, gone, self.target, f.path)
+        tracked = self.tracked
+        if tracked is None or not rows.num_rows:
+            return rows
+        # each deleted row with its id: it is matched to the output row of that id, not to an identical twin
+        positions = np.frombuffer(gone.to_array(), dtype=np.uint32).astype(np.int64)
+        add = f.add
+        return row_tracking.materialize_at(rows, tracked, add.base_row_id, add.default_row_commit_version, positions)
 
     def _complete_rows(self, key: tuple[tuple[str, Any], ...], deleted: pa.Table) -> tuple[pa.Table, pa.Table, Any]:
         """With ``unique_by``: one deleted row per key whose every identical live input row was deleted

@@ -25,8 +25,10 @@ import uuid
 from collections.abc import Callable
 from urllib.parse import quote
 
+import pyarrow as pa
 from pyroaring import BitMap
 
+from ..core import row_tracking
 from ..core.actions import Add, now_ms
 from ..core.arrays import bool_array
 from ..core.dv import keep_mask, read_deletion_vectors
@@ -59,6 +61,9 @@ class CopyOnWrite:
         target = self.snap.schema.file_schema
         cfg = self.snap.configuration
         stats_cols = cfg.get("delta.dataSkippingStatsColumns")
+        # A table that tracks rows: the kept rows keep their ids and commit versions (materialized columns).
+        tracked = row_tracking.columns(self.snap.protocol, self.snap.metadata)
+        written = target if tracked is None else pa.schema([*target, *tracked.fields()])
         collector = StatsCollector(
             target,
             indexed_columns=int(cfg.get("delta.dataSkippingNumIndexedCols", DEFAULT_INDEXED_COLUMNS)),
@@ -74,8 +79,8 @@ class CopyOnWrite:
             assert t.existing is not None  # copy-on-write targets always come from a scan
             gone = keep_mask(t.existing, t.num_rows) & ~keep
             changes = self._change_sink(t)
-        cols = [n for n in target.names if n in pf.schema_arrow.names]
-        sink = ParquetSink(self.storage, key, target)
+        cols = [n for n in written.names if n in pf.schema_arrow.names]
+        sink = ParquetSink(self.storage, key, written)
         try:
             offset = 0
             for i in range(pf.metadata.num_row_groups):
@@ -85,13 +90,18 @@ class CopyOnWrite:
                 offset += rows
                 if not part.any() and (out is None or not out.any()):
                     continue
-                data = conform(pf.read_row_group(i, columns=cols), target, t.file.path)
+                data = conform(pf.read_row_group(i, columns=cols), written, t.file.path)
+                if tracked is not None:
+                    add = t.file.add
+                    data = row_tracking.materialize(
+                        data, tracked, add.base_row_id, add.default_row_commit_version, offset - rows
+                    )
                 if part.any():
                     piece = data if part.all() else data.filter(bool_array(part))
                     sink.write(piece)
                     collector.update(piece)
                 if changes is not None and out is not None and out.any():
-                    changes.write(as_deletes(data.filter(bool_array(out))))
+                    changes.write(as_deletes(data.select(target.names).filter(bool_array(out))))
             size = sink.close(expect_rows=kept)
             if changes is not None:
                 t.cdc = changes.action()

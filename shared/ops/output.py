@@ -143,7 +143,9 @@ class OutputWriter:
         self._sink = pa.OSFile(self._local_path, "wb")
         self._writer = pq.ParquetWriter(self._sink, self.rw.target, **self.props)
         self._stats = StatsCollector(
-            self.rw.target, indexed_columns=self.rw.indexed_columns, stats_columns=self.rw.stats_columns
+            getattr(self.rw, "stats_target", self.rw.target),
+            indexed_columns=self.rw.indexed_columns,
+            stats_columns=self.rw.stats_columns,
         )
         self._rows = self._groups = 0
 

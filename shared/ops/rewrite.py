@@ -44,6 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..core import row_tracking
 from ..core.arrays import (
     bool_array,
     bool_numpy,
@@ -134,7 +135,12 @@ class PartitionRewriter:
         self.partition_values = partition_values
         self.progress = progress or (lambda _msg: None)
         schema = snapshot.schema
+        # A table that tracks rows: its rows keep their ids and commit versions in materialized columns.
+        self.row_columns = row_tracking.columns(snapshot.protocol, snapshot.metadata)
+        self.stats_target = schema.file_schema
         self.target = schema.file_schema
+        if self.row_columns is not None:
+            self.target = pa.schema([*schema.file_schema, *self.row_columns.fields()])
         by_col = schema.column(by, "by")
         if by in schema.partition_columns:
             raise InvalidArgumentError(f"by column {by!r} is a partition column; name a data column")
@@ -499,7 +505,7 @@ class PartitionRewriter:
         mask = self._masks[rg.file]
         offset = rg.offset
         for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[rg.index], columns=cols, use_threads=False):
-            table = conform(batch, self.target, source)
+            table = self._tracked(rg.file, conform(batch, self.target, source), offset)
             if mask is not None:
                 table = table.filter(bool_array(mask[offset : offset + table.num_rows]))
             offset += batch.num_rows
@@ -563,7 +569,7 @@ class PartitionRewriter:
     def _read_file(self, fi: int) -> pa.Table:
         pf = self._parquet[fi]
         cols = [n for n in self.target.names if n in pf.schema_arrow.names]
-        table = conform(pf.read(columns=cols), self.target, self.files[fi].path)
+        table = self._tracked(fi, conform(pf.read(columns=cols), self.target, self.files[fi].path), 0)
         mask = self._masks[fi]
         if mask is not None:
             table = table.filter(bool_array(mask))
@@ -573,10 +579,27 @@ class PartitionRewriter:
         pf = self._parquet[rg.file]
         cols = [n for n in self.target.names if n in pf.schema_arrow.names]
         table = conform(pf.read_row_group(rg.index, columns=cols), self.target, self.files[rg.file].path)
+        table = self._tracked(rg.file, table, rg.offset)
         mask = self._masks[rg.file]
         if mask is not None:
             table = table.filter(bool_array(mask[rg.offset : rg.offset + rg.rows]))
         return table
+
+    def _tracked(self, fi: int, table: pa.Table, first_row: int) -> pa.Table:
+        """Rows of input ``fi`` (from physical row ``first_row`` on, none filtered yet) with the row ids and
+        commit versions they have now, on a table that tracks rows."""
+        if self.row_columns is None:
+            return table
+        add = self.files[fi].add
+        return row_tracking.materialize(
+            table, self.row_columns, add.base_row_id, add.default_row_commit_version, first_row
+        )
+
+    def _untracked(self, table: pa.Table) -> pa.Table:
+        """Rows without the materialized row tracking columns (change data holds the table's columns)."""
+        if self.row_columns is None:
+            return table
+        return table.drop_columns(list(self.row_columns.names))
 
     # ------------------------------------------------------------------ one pass
     def _write_pass(self, table: pa.Table) -> int:
@@ -606,7 +629,7 @@ class PartitionRewriter:
                 keep = self._deduplicate(table)
                 if keep is not None:
                     if self.on_duplicates is not None:
-                        self.on_duplicates(dropped_rows(table, keep))
+                        self.on_duplicates(self._untracked(dropped_rows(table, keep)))
                     del table
                     for i in range(len(columns)):  # one column at a time: the pass never exists twice
                         columns[i] = columns[i].take(keep)
@@ -694,6 +717,8 @@ class PartitionRewriter:
     def _keep_firsts(self, table: pa.Table, firsts: pa.Array, members: pa.Array, owners: pa.Array) -> pa.Array:
         """Check that every later row equals its key's first row on every column; the rows to keep."""
         for name in table.column_names:
+            if self.row_columns is not None and name in self.row_columns.names:
+                continue  # the first row keeps its id; the ids of the rows it stands for go
             column = table.column(name)
             same = same_values(column.take(members), column.take(owners))
             if not py_value(pc.all(same)):

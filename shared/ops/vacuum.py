@@ -42,6 +42,7 @@ from typing import Any
 from ..core.actions import Add, Cdc, Remove, now_ms
 from ..core.dv import file_key
 from ..core.log import LOG_DIR, latest_version, log_actions
+from ..core.snapshot import deltalake_can_write
 from ..core.storage import TableStorage
 from ..errors import InvalidArgumentError, StorageError, UnsupportedFeatureError
 from .table import load_snapshot, table_args
@@ -179,9 +180,30 @@ def vacuum(
         >>> len(report.data_files), report.vector_files, report.dry_run
         (1, [], True)
     """
+    uri, storage, snap, hours = _open(table, storage_options, retention_hours)
+    stored = dict(storage.list(""))  # sizes for the report, taken before anything is deleted
+    if deltalake_can_write(snap.protocol):
+        data = _deltalake_data_files(uri, storage, stored, hours, dry_run)
+    else:
+        data = _data_files(storage, snap, stored, hours, dry_run)
+    vectors = _vector_files(storage, snap, hours, dry_run)
+    return VacuumReport(
+        table=uri,
+        retention_hours=hours,
+        dry_run=dry_run,
+        data_files=data,
+        vector_files=vectors,
+        bytes=sum(stored.get(k, 0) for k in data) + sum(stored.get(k, 0) for k in vectors),
+        default_retention_hours=retention_hours_of(snap.configuration),
+    )
+
+
+def _deltalake_data_files(
+    uri: str, storage: TableStorage, stored: dict[str, int], hours: float, dry_run: bool
+) -> list[str]:
+    """The data files deltalake's default vacuum deletes (or would), of those ``stored``."""
     from deltalake.exceptions import DeltaError
 
-    uri, storage, snap, hours = _open(table, storage_options, retention_hours)
     root = storage.deltalake_uri.rstrip("/") + "/"
     try:
         from deltalake import DeltaTable
@@ -193,23 +215,33 @@ def vacuum(
             p[len(root) :] if p.startswith(root) else p
             for p in dl.vacuum(retention_hours=retention, dry_run=True, enforce_retention_duration=False)
         }
-        stored = dict(storage.list(""))  # sizes for the report, taken before anything is deleted
         data = sorted(named & stored.keys())
         if data and not dry_run:
             dl.vacuum(retention_hours=retention, dry_run=False, enforce_retention_duration=False)
     except (DeltaError, OSError) as exc:
         text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
         raise StorageError(f"deltalake's vacuum failed on {uri}: {text}; no vector file was deleted") from None
-    vectors = _vector_files(storage, snap, hours, dry_run)
-    return VacuumReport(
-        table=uri,
-        retention_hours=hours,
-        dry_run=dry_run,
-        data_files=data,
-        vector_files=vectors,
-        bytes=sum(stored[k] for k in data) + sum(stored.get(k, 0) for k in vectors),
-        default_retention_hours=retention_hours_of(snap.configuration),
-    )
+    return data
+
+
+def _data_files(storage: TableStorage, snap: Any, stored: dict[str, int], hours: float, dry_run: bool) -> list[str]:
+    """The same as deltalake's default vacuum, for tables deltalake cannot vacuum: the data files of ``remove``
+    actions older than the retention that no newer ``remove`` and no live file names, and that are stored."""
+    cutoff = now_ms() - int(hours * 3_600_000)
+    live = {f.key for f in snap.files}
+    expired: set[str] = set()
+    recent: set[str] = set()
+    for remove in _removes(storage):
+        try:
+            key = storage.key_of(remove.path)
+        except UnsupportedFeatureError:  # a file outside the table is not ours to delete
+            continue
+        (expired if int(remove.deletion_timestamp or 0) < cutoff else recent).add(key)
+    doomed = sorted(k for k in expired - recent - live if k in stored)
+    if not dry_run:
+        for key in doomed:
+            storage.delete(key)
+    return doomed
 
 
 def _removes(storage: TableStorage) -> Iterable[Remove]:
