@@ -74,6 +74,7 @@ class Committer:
         """Publish what is staged at ``version`` or later; returns the version published (None: none)."""
         time.sleep(self.policy.linger)
         entries = self.gather()
+        log.debug("version %d of %s: %d staged commit(s) gathered", version, self.storage.uri, len(entries))
         if not entries:
             return None
         decided: dict[str, UnitOutcome] = {}
@@ -105,6 +106,7 @@ class Committer:
             if self.after_publish is not None:
                 self.after_publish(result.version)
         self.record(entries, decided)
+        log.debug("version %d of %s: %d outcome(s) recorded", version, self.storage.uri, len(decided))
         return result.version
 
     # ------------------------------------------------------------------ steps

@@ -92,11 +92,10 @@ def commit_staged(
             policy.group_wait,
         )
         return None
-    for key in (outcome_key(txn_id), entry.key):
-        try:
-            txn.storage.delete(key)
-        except DeltaExtrasError:
-            log.warning("could not remove %s of %s", key, txn.storage.uri)
+    try:  # the committer removes the staged commit itself, once the outcome is written
+        txn.storage.delete(outcome_key(txn_id))
+    except DeltaExtrasError:
+        log.warning("could not remove the outcome of staged commit %s of %s", txn_id, txn.storage.uri)
     if outcome.outcome == "committed" and outcome.version is not None:
         return txn.published(outcome.version, stamped)
     txn.unpublishable()  # the outcome is final: no committer publishes it
@@ -133,18 +132,27 @@ def _wait(
         outcome = _outcome(storage, entry.txn_id)
         if outcome is not None or time.monotonic() >= deadline:
             return outcome
-        while storage.exists(commit_key(version)):
-            version += 1
-        if _my_turn(storage, version, held, policy):
-            try:
-                committer.run(version)
-            except (DeltaExtrasError, OSError) as exc:
-                log.warning("committing staged units at version %d of %s failed: %s", version, storage.uri, exc)
-            finally:
-                _release(storage, version)
-            continue
+        try:
+            while storage.exists(commit_key(version)):
+                version += 1
+        except (StorageError, OSError):
+            pass  # a failed poll: looked at again at the next one
+        else:
+            if _my_turn(storage, version, held, policy):
+                _commit_turn(committer, storage, version)
+                continue
         time.sleep(poll * rng.uniform(0.5, 1.0))
         poll = min(poll * 1.5, policy.poll_max)
+
+
+def _commit_turn(committer: Committer, storage: TableStorage, version: int) -> None:
+    """Run the committer for ``version``, then free the turn; its failure is logged (the units stay staged)."""
+    try:
+        committer.run(version)
+    except (DeltaExtrasError, OSError) as exc:
+        log.warning("committing staged units at version %d of %s failed: %s", version, storage.uri, exc)
+    finally:
+        _release(storage, version)
 
 
 def _my_turn(storage: TableStorage, version: int, held: dict[int, float], policy: CommitPolicy) -> bool:
