@@ -27,6 +27,7 @@ import argparse
 import json
 import logging
 import shutil
+import signal
 import sys
 import threading
 import time
@@ -131,6 +132,7 @@ def main() -> None:
     workdir = Path(args.workdir)
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the emulators on the way out
     started = services(backends, workdir)
     rows: list[dict[str, Any]] = []
     try:

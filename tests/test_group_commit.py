@@ -219,3 +219,20 @@ def test_message_commit_key_round_trips(commit: str) -> None:
     m = RorderMessage.from_dict({"path": "/t", "commit": commit})
     assert RorderMessage.from_dict(m.to_dict()).commit == commit
     assert "commit" not in RorderMessage.from_dict({"path": "/t"}).to_dict()
+
+
+def test_a_group_commit_reads_the_same_through_delta_rs_sail_and_spark(
+    tmp_path: Path, delta_spark: Any, spark: Any
+) -> None:
+    from oracle import assert_engines_agree
+
+    path = str(tmp_path / "t")
+    _table(path, 32)
+    before = assert_engines_agree(path, delta_spark=delta_spark, sail=spark)
+    v0 = DeltaTable(path).version()
+    results = _release_together(plan_messages(path), "group")
+    assert [getattr(r, "status", r) for r in results] == ["committed"] * 32
+    assert DeltaTable(path).version() - v0 <= 2
+    assert assert_engines_agree(path, delta_spark=delta_spark, sail=spark, expected=before) == before
+    history = delta_spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()
+    assert history[0]["operation"] == "OPTIMIZE"

@@ -6,9 +6,9 @@ for the others when it is this worker's turn.
 the first worker to create ``_deltaextras/turns/<v>`` (put-if-absent) runs the
 :class:`~deltaextras.core.committer.Committer` for ``v`` — a leader per version, elected by the object
 store alone, so no queue, lease service or cloud SDK is needed. A turn whose version has not appeared
-after ``turn_timeout`` (its committer died) is run again by a waiting worker: publishing is a
-put-if-absent, so two committers never both land a version, and a unit's ``txn`` appId keeps it from
-being published twice.
+after ``turn_timeout`` (its committer died) is taken over by one waiting worker (the turn's next
+generation). Even two committers at once are safe: publishing is a put-if-absent, so they never both
+land a version, and a unit's ``txn`` appId keeps it from being published twice.
 
 The outcome is the unit's recorded one: committed (at its version), already done, or rejected with the
 conflict. After ``group_wait`` seconds without one, ``None``: the caller commits the unit alone through
@@ -123,56 +123,67 @@ def _put_staged(storage: TableStorage, entry: StagedCommit) -> None:
 def _wait(
     storage: TableStorage, entry: StagedCommit, version: int, committer: Committer, policy: CommitPolicy
 ) -> UnitOutcome | None:
-    """Poll for the outcome of ``entry``; take the committer's turn when it is free."""
+    """Poll for the outcome of ``entry``; take the committer's turn when it is free. The outcome is
+    asked for at every poll while versions appear (a committer records outcomes just after it
+    publishes), else at every fourth."""
     deadline = time.monotonic() + policy.group_wait
-    poll = policy.poll_first
-    held: dict[int, float] = {}  # versions whose turn another worker holds -> when first seen
+    poll, polls, moved = policy.poll_first, 0, time.monotonic()
+    turns: dict[int, tuple[int, float]] = {}  # version -> (generation of its turn held by another, since)
     rng = random.Random()
     while True:
-        outcome = _outcome(storage, entry.txn_id)
-        if outcome is not None or time.monotonic() >= deadline:
-            return outcome
+        if time.monotonic() - moved < policy.turn_timeout / 2 or polls % 4 == 0:
+            outcome = _outcome(storage, entry.txn_id)
+            if outcome is not None:
+                return outcome
+        if time.monotonic() >= deadline:
+            return _outcome(storage, entry.txn_id)
+        polls += 1
         try:
+            start = version
             while storage.exists(commit_key(version)):
                 version += 1
+            moved = time.monotonic() if version > start else moved
+            generation = _my_turn(storage, version, turns, policy)
         except (StorageError, OSError):
-            pass  # a failed poll: looked at again at the next one
-        else:
-            if _my_turn(storage, version, held, policy):
-                _commit_turn(committer, storage, version)
-                continue
+            generation = None  # a failed poll: looked at again at the next one
+        if generation is not None:
+            _commit_turn(committer, storage, version, generation)
+            moved = time.monotonic()
+            continue
         time.sleep(poll * rng.uniform(0.5, 1.0))
         poll = min(poll * 1.5, policy.poll_max)
 
 
-def _commit_turn(committer: Committer, storage: TableStorage, version: int) -> None:
+def _commit_turn(committer: Committer, storage: TableStorage, version: int, generation: int) -> None:
     """Run the committer for ``version``, then free the turn; its failure is logged (the units stay staged)."""
     try:
         committer.run(version)
     except (DeltaExtrasError, OSError) as exc:
         log.warning("committing staged units at version %d of %s failed: %s", version, storage.uri, exc)
     finally:
-        _release(storage, version)
+        try:
+            storage.delete(turn_key(version, generation))
+        except DeltaExtrasError:
+            log.warning("could not remove the turn of version %d of %s", version, storage.uri)
 
 
-def _my_turn(storage: TableStorage, version: int, held: dict[int, float], policy: CommitPolicy) -> bool:
-    """Whether this worker commits ``version``: it created the turn, or the turn's holder is overdue."""
-    if version in held:
-        return time.monotonic() - held[version] > policy.turn_timeout
+def _my_turn(
+    storage: TableStorage, version: int, turns: dict[int, tuple[int, float]], policy: CommitPolicy
+) -> int | None:
+    """The generation of the turn at ``version`` this worker took, None when another worker holds it.
+    A turn held for longer than ``turn_timeout`` (its committer died) is taken over at the next
+    generation, by one worker."""
+    held = turns.get(version)
+    if held is not None and time.monotonic() - held[1] <= policy.turn_timeout:
+        return None
+    generation = 0 if held is None else held[0] + 1
     try:
-        if storage.put_if_absent(turn_key(version), str(time.time()).encode()):
-            return True
+        if storage.put_if_absent(turn_key(version, generation), str(time.time()).encode()):
+            return generation
     except (StorageError, OSError, TimeoutError):
-        pass  # may have landed: then nobody else takes it before the timeout, and neither do we
-    held[version] = time.monotonic()
-    return False
-
-
-def _release(storage: TableStorage, version: int) -> None:
-    try:
-        storage.delete(turn_key(version))
-    except DeltaExtrasError:
-        log.warning("could not remove the turn of version %d of %s", version, storage.uri)
+        pass  # may have landed: then nobody takes this generation, and the next one comes after the timeout
+    turns[version] = (generation, time.monotonic())
+    return None
 
 
 def _outcome(storage: TableStorage, txn_id: str) -> UnitOutcome | None:

@@ -9,7 +9,7 @@ vacuum and :func:`~deltaextras.ops.vacuum.orphans` skip (its name starts with ``
 
     _deltaextras/staged/<staged at, ms>-<txnId>.json   one staged commit (JSON)
     _deltaextras/outcomes/<txnId>.json                 its outcome, once final (JSON)
-    _deltaextras/turns/<version>                       who is publishing that log version
+    _deltaextras/turns/<version>.<generation>          who is publishing that log version
 
 Example:
     >>> from deltaextras.core.actions import CommitInfo, Txn
@@ -42,9 +42,10 @@ def outcome_key(txn_id: str) -> str:
     return f"{OUTCOME_DIR}{txn_id}.json"
 
 
-def turn_key(version: int) -> str:
-    """The object a committer creates (put-if-absent) to take its turn at publishing ``version``."""
-    return f"{TURN_DIR}{version:020d}"
+def turn_key(version: int, generation: int = 0) -> str:
+    """The object a committer creates (put-if-absent) to take its turn at publishing ``version``; a
+    turn whose holder is overdue is taken over at the next ``generation``, again by one worker only."""
+    return f"{TURN_DIR}{version:020d}.{generation}"
 
 
 @dataclass
