@@ -34,7 +34,6 @@ Example:
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections.abc import Callable
 
@@ -42,8 +41,8 @@ from ..errors import DeltaExtrasError, StorageError
 from .actions import Action
 from .commit_policy import DEFAULT_POLICY, CommitPolicy
 from .commit_result import CommitOutcome, CommitResult
+from .commit_watch import watch_for
 from .committer import Committer
-from .log import commit_key
 from .staged import StagedCommit, UnitOutcome, outcome_key, turn_key
 from .storage import TableStorage
 from .transaction import Transaction
@@ -123,35 +122,18 @@ def _put_staged(storage: TableStorage, entry: StagedCommit) -> None:
 def _wait(
     storage: TableStorage, entry: StagedCommit, version: int, committer: Committer, policy: CommitPolicy
 ) -> UnitOutcome | None:
-    """Poll for the outcome of ``entry``; take the committer's turn when it is free. The outcome is
-    asked for at every poll while versions appear (a committer records outcomes just after it
-    publishes), else at every fourth."""
-    deadline = time.monotonic() + policy.group_wait
-    poll, polls, moved = policy.poll_first, 0, time.monotonic()
-    turns: dict[int, tuple[int, float]] = {}  # version -> (generation of its turn held by another, since)
-    rng = random.Random()
-    while True:
-        if time.monotonic() - moved < policy.turn_timeout / 2 or polls % 4 == 0:
-            outcome = _outcome(storage, entry.txn_id)
-            if outcome is not None:
-                return outcome
-        if time.monotonic() >= deadline:
-            return _outcome(storage, entry.txn_id)
-        polls += 1
-        try:
-            start = version
-            while storage.exists(commit_key(version)):
-                version += 1
-            moved = time.monotonic() if version > start else moved
-            generation = _my_turn(storage, version, turns, policy)
-        except (StorageError, OSError):
-            generation = None  # a failed poll: looked at again at the next one
-        if generation is not None:
-            _commit_turn(committer, storage, version, generation)
-            moved = time.monotonic()
-            continue
-        time.sleep(poll * rng.uniform(0.5, 1.0))
-        poll = min(poll * 1.5, policy.poll_max)
+    """Wait for the outcome of ``entry`` with the other units of the table waiting in this process;
+    take the committer's turn when it is free."""
+    watch = watch_for(storage)
+
+    def turn(v: int) -> bool:
+        generation = _my_turn(storage, v, watch.turns, policy)
+        if generation is None:
+            return False
+        _commit_turn(committer, storage, v, generation)
+        return True
+
+    return watch.wait(entry.txn_id, version, turn, policy)
 
 
 def _commit_turn(committer: Committer, storage: TableStorage, version: int, generation: int) -> None:
@@ -184,15 +166,6 @@ def _my_turn(
         pass  # may have landed: then nobody takes this generation, and the next one comes after the timeout
     turns[version] = (generation, time.monotonic())
     return None
-
-
-def _outcome(storage: TableStorage, txn_id: str) -> UnitOutcome | None:
-    try:
-        return UnitOutcome.decode(storage.read(outcome_key(txn_id)))
-    except FileNotFoundError:
-        return None
-    except (StorageError, OSError):
-        return None  # asked again at the next poll
 
 
 __all__ = ["commit_staged"]
