@@ -3,7 +3,7 @@
 A host runs many workers at once (a Functions instance a batch of queue messages, the bench a thread
 per unit). Each would poll storage for its own outcome; instead the waiting units of one table share a
 :class:`Watch`: one of them at a time lists ``_deltaextras/outcomes/`` (one request for every unit),
-reads the outcomes of the units waiting here, watches the next log version and, when its turn is
+finds the outcomes of the units waiting here (in the names listed), watches the next log version and, when its turn is
 free, runs the committer (:mod:`deltaextras.core.group_commit`). The poll interval grows from
 ``poll_first`` to ``poll_max`` while nothing changes and starts again when something does.
 
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from ..errors import StorageError
 from .commit_policy import CommitPolicy
 from .log import commit_key
-from .staged import OUTCOME_DIR, UnitOutcome, outcome_key
+from .staged import OUTCOME_DIR, UnitOutcome, parse_outcome_key
 from .storage import TableStorage
 
 Turn = Callable[[int], bool]  # run the committer for a version if this process may; whether it did
@@ -86,10 +86,10 @@ class Watch:
             waiting, version = set(self.waiting), self.version
         found: dict[str, UnitOutcome] = {}
         try:
-            for key, _size in self.storage.list(OUTCOME_DIR):
-                txn_id = key.rsplit("/", 1)[-1].removesuffix(".json")
-                if txn_id in waiting and (outcome := _outcome(self.storage, txn_id)) is not None:
-                    found[txn_id] = outcome
+            for key, _size in self.storage.list(OUTCOME_DIR):  # the outcome is in the key: no reads
+                parsed = parse_outcome_key(key)
+                if parsed is not None and parsed[0] in waiting:
+                    found[parsed[0]] = parsed[1]
             start = version
             while self.storage.exists(commit_key(version)):
                 version += 1
@@ -102,15 +102,6 @@ class Watch:
                 self.cond.notify_all()
         ran = not found and turn(version)
         return bool(found) or version > start or ran
-
-
-def _outcome(storage: TableStorage, txn_id: str) -> UnitOutcome | None:
-    try:
-        return UnitOutcome.decode(storage.read(outcome_key(txn_id)))
-    except FileNotFoundError:
-        return None
-    except (StorageError, OSError):
-        return None  # asked again at the next poll
 
 
 _watches: dict[str, Watch] = {}

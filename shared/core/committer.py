@@ -14,7 +14,7 @@ One run, for the next free version ``v``:
    ambiguous puts, the commit's ``commitInfo.unitTxnIds`` naming every unit). Readers see a normal
    commit. On a lost race the units are decided again against the new winner and the next version
    is tried;
-4. **record** each unit's outcome (``_deltaextras/outcomes/<txnId>.json``), then remove the staged
+4. **record** each unit's outcome (``_deltaextras/outcomes/<txnId>.<outcome>...json``), then remove the staged
    commits. Outcomes are written only once they are final (the batch landed, or the winner that
    decided them is in the log), so a committer that dies anywhere leaves staged commits that the next
    run decides the same way: none is lost, none is published twice (its ``txn`` appId is in the log).
@@ -131,9 +131,14 @@ class Committer:
         """The units that can be published at ``version``, in order; the final outcome of the others
         goes to ``decided`` (units of another operation, or beyond ``batch_max``, stay staged)."""
         first = min(e.read_version for e in entries) + 1
-        winners = [w for w in (self.winner(v) for v in range(first, version)) if w is not None]
+        found = {v: self.winner(v) for v in range(first, version)}
+        gone = max((v for v, w in found.items() if w is None), default=-1)  # log entries cleaned up
+        winners = [w for w in found.values() if w is not None]
         batch: list[StagedCommit] = []
         for e in entries:
+            if e.read_version < gone:  # its winners can no longer all be checked: never published
+                decided[e.txn_id] = UnitOutcome("conflict", gone)
+                continue
             outcome = _against_winners(e, winners)
             if outcome is not None:
                 decided[e.txn_id] = outcome
@@ -171,8 +176,11 @@ class Committer:
         if not done:
             return
         with ThreadPoolExecutor(min(IO_THREADS, len(done))) as pool:
-            list(pool.map(lambda e: self.storage.put(outcome_key(e.txn_id), decided[e.txn_id].encode()), done))
+            list(pool.map(lambda e: self._record(e.txn_id, decided[e.txn_id]), done))
             list(pool.map(lambda e: self.storage.delete(e.key), done))
+
+    def _record(self, txn_id: str, outcome: UnitOutcome) -> None:
+        self.storage.put(outcome_key(txn_id, outcome), outcome.encode())
 
 
 _KEPT = (CommitInfo, Txn, Remove, Protocol, Metadata)  # a unit reads files and has no predicate: adds never hit

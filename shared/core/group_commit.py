@@ -92,7 +92,7 @@ def commit_staged(
         )
         return None
     try:  # the committer removes the staged commit itself, once the outcome is written
-        txn.storage.delete(outcome_key(txn_id))
+        txn.storage.delete(outcome_key(txn_id, outcome))
     except DeltaExtrasError:
         log.warning("could not remove the outcome of staged commit %s of %s", txn_id, txn.storage.uri)
     if outcome.outcome == "committed" and outcome.version is not None:

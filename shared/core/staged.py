@@ -8,7 +8,7 @@ outcome beside it. Everything lives under the table root in a directory of our o
 vacuum and :func:`~deltaextras.ops.vacuum.orphans` skip (its name starts with ``_``)::
 
     _deltaextras/staged/<staged at, ms>-<txnId>.json   one staged commit (JSON)
-    _deltaextras/outcomes/<txnId>.json                 its outcome, once final (JSON)
+    _deltaextras/outcomes/<txnId>.<outcome>.<v>.<kind>.json   its outcome, once final
     _deltaextras/turns/<version>.<generation>          who is publishing that log version
 
 Example:
@@ -35,11 +35,6 @@ AREA = "_deltaextras/"
 STAGED_DIR = AREA + "staged/"
 OUTCOME_DIR = AREA + "outcomes/"
 TURN_DIR = AREA + "turns/"
-
-
-def outcome_key(txn_id: str) -> str:
-    """Where the outcome of the staged commit ``txn_id`` is recorded."""
-    return f"{OUTCOME_DIR}{txn_id}.json"
 
 
 def turn_key(version: int, generation: int = 0) -> str:
@@ -141,4 +136,44 @@ class UnitOutcome:
             raise CorruptDataError(f"not a staged commit's outcome: {str(exc)[:120]}") from None
 
 
-__all__ = ["AREA", "OUTCOME_DIR", "STAGED_DIR", "TURN_DIR", "StagedCommit", "UnitOutcome", "outcome_key", "turn_key"]
+def outcome_key(txn_id: str, outcome: UnitOutcome) -> str:
+    """Where the outcome of the staged commit ``txn_id`` is recorded: the outcome is in the name too, so
+    one listing tells every waiting unit its outcome.
+
+    Example:
+        >>> outcome_key("t-1", UnitOutcome("committed", 9))
+        '_deltaextras/outcomes/t-1.committed.9..json'
+        >>> parse_outcome_key(outcome_key("t-1", UnitOutcome("committed", 9)))
+        ('t-1', UnitOutcome(outcome='committed', version=9, conflict=None))
+    """
+    c = outcome.conflict
+    kind = c.kind.value if c is not None else ""
+    version = "" if outcome.version is None else str(outcome.version)
+    return f"{OUTCOME_DIR}{txn_id}.{outcome.outcome}.{version}.{kind}.json"
+
+
+def parse_outcome_key(key: str) -> tuple[str, UnitOutcome] | None:
+    """``(txnId, outcome)`` of an outcome's key; None for any other key."""
+    parts = key.rsplit("/", 1)[-1].removesuffix(".json").split(".")
+    if len(parts) != 4 or parts[1] not in ("committed", "already_done", "conflict"):
+        return None
+    txn_id, outcome, version, kind = parts
+    try:
+        v = int(version) if version else None
+        conflict = Conflict(ConflictKind(kind), v if v is not None else -1) if kind else None
+    except ValueError:
+        return None
+    return txn_id, UnitOutcome(outcome, v, conflict)
+
+
+__all__ = [
+    "AREA",
+    "OUTCOME_DIR",
+    "STAGED_DIR",
+    "TURN_DIR",
+    "StagedCommit",
+    "UnitOutcome",
+    "outcome_key",
+    "parse_outcome_key",
+    "turn_key",
+]
