@@ -39,46 +39,50 @@ class Watch:
         self.waiting: set[str] = set()
         self.results: dict[str, UnitOutcome] = {}
         self.polling = False
-        self.next_poll = 0.0
-        self.interval = 0.0
         self.version = 0  # the first log version not seen yet
         self.turns: dict[int, tuple[int, float]] = {}  # version -> (generation held by another process, since)
         self.rng = random.Random()
 
     def wait(self, txn_id: str, version: int, turn: Turn, policy: CommitPolicy) -> UnitOutcome | None:
         """The outcome of the staged commit ``txn_id`` once recorded; None after ``group_wait``. Versions
-        from ``version`` on are watched; ``turn(v)`` is offered each free version ``v``."""
+        from ``version`` on are watched; ``turn(v)`` is offered each free version ``v``. One waiting unit
+        polls; the others sleep until an outcome arrives or the poller hands over (no timed wake-ups)."""
         deadline = time.monotonic() + policy.group_wait
         with self.cond:
             self.waiting.add(txn_id)
             self.version = max(self.version, version)
-            self.interval = policy.poll_first
-            self.next_poll = 0.0
         try:
             while True:
                 with self.cond:
                     if txn_id in self.results:
                         return self.results.pop(txn_id)
-                    now = time.monotonic()
-                    if now >= deadline:
+                    if time.monotonic() >= deadline:
                         return None
-                    if self.polling or now < self.next_poll:
-                        self.cond.wait(max(0.01, min(deadline, self.next_poll) - now))
+                    if self.polling:
+                        self.cond.wait(max(0.01, deadline - time.monotonic()))
                         continue
                     self.polling = True
-                changed = False
                 try:
-                    changed = self._poll(turn)
+                    self._poll_until(txn_id, deadline, turn, policy)
                 finally:
                     with self.cond:
                         self.polling = False
-                        self.interval = policy.poll_first if changed else min(self.interval * 1.5, policy.poll_max)
-                        self.next_poll = time.monotonic() + self.interval * self.rng.uniform(0.5, 1.0)
-                        self.cond.notify_all()
+                        self.cond.notify_all()  # another waiting unit takes over the polling
         finally:
             with self.cond:
                 self.waiting.discard(txn_id)
                 self.results.pop(txn_id, None)
+
+    def _poll_until(self, txn_id: str, deadline: float, turn: Turn, policy: CommitPolicy) -> None:
+        """Poll for every waiting unit until this one's outcome is in, or its deadline."""
+        interval = policy.poll_first
+        while True:
+            changed = self._poll(turn)
+            with self.cond:
+                if txn_id in self.results or time.monotonic() >= deadline:
+                    return
+            interval = policy.poll_first if changed else min(interval * 1.5, policy.poll_max)
+            time.sleep(min(interval * self.rng.uniform(0.5, 1.0), max(0.0, deadline - time.monotonic())))
 
     def _poll(self, turn: Turn) -> bool:
         """One look for every waiting unit; whether anything changed."""

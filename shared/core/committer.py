@@ -134,7 +134,7 @@ class Committer:
         found = {v: self.winner(v) for v in range(first, version)}
         gone = max((v for v, w in found.items() if w is None), default=-1)  # log entries cleaned up
         winners = [w for w in found.values() if w is not None]
-        batch: list[StagedCommit] = []
+        batch = _Batch()
         for e in entries:
             if e.read_version < gone:  # its winners can no longer all be checked: never published
                 decided[e.txn_id] = UnitOutcome("conflict", gone)
@@ -143,14 +143,14 @@ class Committer:
             if outcome is not None:
                 decided[e.txn_id] = outcome
                 continue
-            if len(batch) >= self.policy.batch_max or (batch and e.operation != batch[0].operation):
+            if len(batch.units) >= self.policy.batch_max or (batch.units and e.operation != batch.units[0].operation):
                 continue
             outcome = _against_batch(e, batch, version)
             if outcome is not None:
                 decided[e.txn_id] = outcome
             else:
-                batch.append(e)
-        return batch
+                batch.add(e)
+        return batch.units
 
     def winner(self, version: int) -> Winner | None:
         """The commit at ``version``, reduced to what the conflict rules of a unit look at (cached)."""
@@ -201,9 +201,42 @@ def _against_winners(entry: StagedCommit, winners: list[Winner]) -> UnitOutcome 
     return None
 
 
-def _against_batch(entry: StagedCommit, batch: list[StagedCommit], version: int) -> UnitOutcome | None:
+class _Batch:
+    """The units accepted so far, indexed by what the conflict rules of a unit can meet in them (removed
+    paths, ``txn`` appIds, metadata or protocol changes): each unit is checked against the few peers
+    that can concern it, not against all of them."""
+
+    def __init__(self) -> None:
+        self.units: list[StagedCommit] = []
+        self.removing: dict[str, StagedCommit] = {}
+        self.apps: dict[str, StagedCommit] = {}
+        self.table_changes: list[StagedCommit] = []
+
+    def add(self, unit: StagedCommit) -> None:
+        self.units.append(unit)
+        for a in unit.actions:
+            if isinstance(a, Remove):
+                self.removing.setdefault(a.path, unit)
+            elif isinstance(a, Txn):
+                self.apps.setdefault(a.app_id, unit)
+        if any(isinstance(a, (Metadata, Protocol)) for a in unit.actions):
+            self.table_changes.append(unit)
+
+    def peers_of(self, unit: StagedCommit) -> list[StagedCommit]:
+        """The accepted units ``unit`` may conflict with, in batch order."""
+        found = {id(p): p for p in self.table_changes}
+        for path in unit.read_files:
+            if (p := self.removing.get(path)) is not None:
+                found[id(p)] = p
+        if (p := self.apps.get(unit.app_id)) is not None:
+            found[id(p)] = p
+        order = {id(u): i for i, u in enumerate(self.units)} if len(found) > 1 else {}
+        return sorted(found.values(), key=lambda p: order.get(id(p), 0))
+
+
+def _against_batch(entry: StagedCommit, batch: _Batch, version: int) -> UnitOutcome | None:
     read, isolation = entry.read_set(), entry.isolation_level
-    for peer in batch:
+    for peer in batch.peers_of(entry):
         verdict = check_winner(Winner(version, peer.actions), read, isolation)
         if verdict.done:
             return UnitOutcome("already_done", version)
