@@ -3,8 +3,9 @@
 A host runs many workers at once (a Functions instance a batch of queue messages, the bench a thread
 per unit). Each would poll storage for its own outcome; instead the waiting units of one table share a
 :class:`Watch`: one of them at a time lists ``_deltaextras/outcomes/`` (one request for every unit),
-finds the outcomes of the units waiting here (in the names listed), watches the next log version and, when its turn is
-free, runs the committer (:mod:`deltaextras.core.group_commit`). The poll interval grows from
+reads the outcomes objects it has not read yet, watches the next log version and, when its turn is
+free, runs the committer (:mod:`deltaextras.core.group_commit`). Each committer run writes its outcomes
+in one object, read once per process. The poll interval grows from
 ``poll_first`` to ``poll_max`` while nothing changes and starts again when something does.
 
 Example:
@@ -16,17 +17,20 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
 from collections.abc import Callable
 
-from ..errors import StorageError
+from ..errors import CorruptDataError, StorageError
+from .actions import now_ms
 from .commit_policy import CommitPolicy
 from .log import commit_key
-from .staged import OUTCOME_DIR, UnitOutcome, parse_outcome_key
+from .staged import OUTCOME_DIR, Outcomes, UnitOutcome, written_at
 from .storage import TableStorage
 
+OUTCOMES_TTL = 3600.0  # seconds an outcomes object is kept: far beyond any unit's wait
 Turn = Callable[[int], bool]  # run the committer for a version if this process may; whether it did
 
 
@@ -41,6 +45,8 @@ class Watch:
         self.polling = False
         self.version = 0  # the first log version not seen yet
         self.turns: dict[int, tuple[int, float]] = {}  # version -> (generation held by another process, since)
+        self.seen: set[str] = set()  # outcomes objects read (or expired)
+        self.known: dict[str, UnitOutcome] = {}  # every outcome read, for units that register late
         self.rng = random.Random()
 
     def wait(self, txn_id: str, version: int, turn: Turn, policy: CommitPolicy) -> UnitOutcome | None:
@@ -51,6 +57,8 @@ class Watch:
         with self.cond:
             self.waiting.add(txn_id)
             self.version = max(self.version, version)
+            if txn_id in self.known:  # read before this unit started waiting
+                self.results[txn_id] = self.known[txn_id]
         try:
             while True:
                 with self.cond:
@@ -84,16 +92,39 @@ class Watch:
             interval = policy.poll_first if changed else min(interval * 1.5, policy.poll_max)
             time.sleep(min(interval * self.rng.uniform(0.5, 1.0), max(0.0, deadline - time.monotonic())))
 
+    def _read(self, key: str) -> Outcomes | None:
+        """The outcomes at ``key`` (once per process); an object older than ``OUTCOMES_TTL`` is removed:
+        every unit it names stopped waiting long ago."""
+        at = written_at(key)
+        if at is None:
+            return None
+        if now_ms() - at > OUTCOMES_TTL * 1000:
+            with contextlib.suppress(StorageError, OSError):
+                self.storage.delete(key)
+            self.seen.add(key)
+            return None
+        try:
+            outcomes = Outcomes.decode(self.storage.read(key), key)
+        except FileNotFoundError:
+            outcomes = None
+        except CorruptDataError:
+            outcomes = None
+        self.seen.add(key)
+        return outcomes
+
     def _poll(self, turn: Turn) -> bool:
         """One look for every waiting unit; whether anything changed."""
         with self.cond:
             waiting, version = set(self.waiting), self.version
         found: dict[str, UnitOutcome] = {}
         try:
-            for key, _size in self.storage.list(OUTCOME_DIR):  # the outcome is in the key: no reads
-                parsed = parse_outcome_key(key)
-                if parsed is not None and parsed[0] in waiting:
-                    found[parsed[0]] = parsed[1]
+            for key, _size in self.storage.list(OUTCOME_DIR):
+                if key in self.seen:
+                    continue
+                outcomes = self._read(key)
+                if outcomes is not None:
+                    self.known.update(outcomes.decided)
+                    found.update({t: o for t, o in outcomes.decided.items() if t in waiting})
             start = version
             while self.storage.exists(commit_key(version)):
                 version += 1
@@ -113,11 +144,12 @@ _watches_lock = threading.Lock()
 
 
 def watch_for(storage: TableStorage) -> Watch:
-    """This process's watch of the table at ``storage``."""
+    """This process's watch of the table at ``storage`` (reached with the same storage options)."""
+    key = storage.uri + "\n" + repr(sorted((storage.storage_options or {}).items()))
     with _watches_lock:
-        watch = _watches.get(storage.uri)
+        watch = _watches.get(key)
         if watch is None:
-            watch = _watches[storage.uri] = Watch(storage)
+            watch = _watches[key] = Watch(storage)
         return watch
 
 

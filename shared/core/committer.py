@@ -14,9 +14,10 @@ One run, for the next free version ``v``:
    ambiguous puts, the commit's ``commitInfo.unitTxnIds`` naming every unit). Readers see a normal
    commit. On a lost race the units are decided again against the new winner and the next version
    is tried;
-4. **record** each unit's outcome (``_deltaextras/outcomes/<txnId>.<outcome>...json``), then remove the staged
-   commits. Outcomes are written only once they are final (the batch landed, or the winner that
-   decided them is in the log), so a committer that dies anywhere leaves staged commits that the next
+4. **record** the outcomes of the run in one object (``_deltaextras/outcomes/``); each waiting worker
+   removes its own staged commit, the committer those of units not published now. Outcomes are
+   written only once they are final (the batch landed, or the winner that decided them is in the
+   log), so a committer that dies anywhere leaves staged commits that the next
    run decides the same way: none is lost, none is published twice (its ``txn`` appId is in the log).
 
 The committer never deletes a unit's files: the worker that staged them does, once its outcome says
@@ -32,6 +33,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -42,7 +44,7 @@ from .commit_policy import DEFAULT_POLICY, CommitPolicy
 from .conflicts import UNIT_TXN_IDS, Conflict, IsolationLevel, ReadSet, Winner, check_winner
 from .log import commit_key
 from .snapshot import TableSnapshot
-from .staged import STAGED_DIR, StagedCommit, UnitOutcome, outcome_key
+from .staged import STAGED_DIR, Outcomes, StagedCommit, UnitOutcome
 from .transaction import Transaction
 
 log = logging.getLogger(__name__)
@@ -105,7 +107,7 @@ class Committer:
             log.info("published %d staged commit(s) as version %d of %s", len(batch), result.version, self.storage.uri)
             if self.after_publish is not None:
                 self.after_publish(result.version)
-        self.record(entries, decided)
+        self.record(entries, decided, result.version)
         log.debug("version %d of %s: %d outcome(s) recorded", version, self.storage.uri, len(decided))
         return result.version
 
@@ -170,17 +172,16 @@ class Committer:
                 _cache.popitem(last=False)
         return winner
 
-    def record(self, entries: list[StagedCommit], decided: dict[str, UnitOutcome]) -> None:
-        """Write each decided unit's outcome, then remove its staged commit."""
-        done = [e for e in entries if e.txn_id in decided]
-        if not done:
+    def record(self, entries: list[StagedCommit], decided: dict[str, UnitOutcome], version: int | None) -> None:
+        """Write the decided outcomes (one object), then remove the staged commits of units that were not
+        published now (their workers may be gone; a waiting worker removes its own)."""
+        if not decided:
             return
-        with ThreadPoolExecutor(min(IO_THREADS, len(done))) as pool:
-            list(pool.map(lambda e: self._record(e.txn_id, decided[e.txn_id]), done))
-            list(pool.map(lambda e: self.storage.delete(e.key), done))
-
-    def _record(self, txn_id: str, outcome: UnitOutcome) -> None:
-        self.storage.put(outcome_key(txn_id, outcome), outcome.encode())
+        self.storage.put((o := Outcomes(dict(decided), run=str(uuid.uuid4()))).key, o.encode())
+        stale = [e for e in entries if e.txn_id in decided and decided[e.txn_id].version != version]
+        if stale:
+            with ThreadPoolExecutor(min(IO_THREADS, len(stale))) as pool:
+                list(pool.map(lambda e: self.storage.delete(e.key), stale))
 
 
 _KEPT = (CommitInfo, Txn, Remove, Protocol, Metadata)  # a unit reads files and has no predicate: adds never hit

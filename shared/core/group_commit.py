@@ -43,7 +43,7 @@ from .commit_policy import DEFAULT_POLICY, CommitPolicy
 from .commit_result import CommitOutcome, CommitResult
 from .commit_watch import watch_for
 from .committer import Committer
-from .staged import StagedCommit, UnitOutcome, outcome_key, turn_key
+from .staged import StagedCommit, UnitOutcome, turn_key
 from .storage import TableStorage
 from .transaction import Transaction
 
@@ -91,10 +91,10 @@ def commit_staged(
             policy.group_wait,
         )
         return None
-    try:  # the committer removes the staged commit itself, once the outcome is written
-        txn.storage.delete(outcome_key(txn_id, outcome))
+    try:  # its outcome is final: no committer needs it any more
+        txn.storage.delete(entry.key)
     except DeltaExtrasError:
-        log.warning("could not remove the outcome of staged commit %s of %s", txn_id, txn.storage.uri)
+        log.warning("could not remove staged commit %s of %s (the next committer will)", txn_id, txn.storage.uri)
     if outcome.outcome == "committed" and outcome.version is not None:
         return txn.published(outcome.version, stamped)
     txn.unpublishable()  # the outcome is final: no committer publishes it

@@ -8,7 +8,7 @@ outcome beside it. Everything lives under the table root in a directory of our o
 vacuum and :func:`~deltaextras.ops.vacuum.orphans` skip (its name starts with ``_``)::
 
     _deltaextras/staged/<staged at, ms>-<txnId>.json   one staged commit (JSON)
-    _deltaextras/outcomes/<txnId>.<outcome>.<v>.<kind>.json   its outcome, once final
+    _deltaextras/outcomes/<written at, ms>-<run>.json  the outcomes one committer run decided
     _deltaextras/turns/<version>.<generation>          who is publishing that log version
 
 Example:
@@ -136,34 +136,44 @@ class UnitOutcome:
             raise CorruptDataError(f"not a staged commit's outcome: {str(exc)[:120]}") from None
 
 
-def outcome_key(txn_id: str, outcome: UnitOutcome) -> str:
-    """Where the outcome of the staged commit ``txn_id`` is recorded: the outcome is in the name too, so
-    one listing tells every waiting unit its outcome.
+@dataclass
+class Outcomes:
+    """The outcomes one committer run decided, in one object (one write per run, one read per waiting
+    process): ``decided`` maps each unit's ``txnId`` to its outcome.
 
     Example:
-        >>> outcome_key("t-1", UnitOutcome("committed", 9))
-        '_deltaextras/outcomes/t-1.committed.9..json'
-        >>> parse_outcome_key(outcome_key("t-1", UnitOutcome("committed", 9)))
-        ('t-1', UnitOutcome(outcome='committed', version=9, conflict=None))
+        >>> o = Outcomes({"t-1": UnitOutcome("committed", 9)}, written_at=5, run="r")
+        >>> o.key, Outcomes.decode(o.encode(), o.key) == o, written_at(o.key)
+        ('_deltaextras/outcomes/0000000000005-r.json', True, 5)
     """
-    c = outcome.conflict
-    kind = c.kind.value if c is not None else ""
-    version = "" if outcome.version is None else str(outcome.version)
-    return f"{OUTCOME_DIR}{txn_id}.{outcome.outcome}.{version}.{kind}.json"
+
+    decided: dict[str, UnitOutcome]
+    written_at: int = field(default_factory=now_ms)
+    run: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{OUTCOME_DIR}{self.written_at:013d}-{self.run}.json"
+
+    def encode(self) -> bytes:
+        units = {t: json.loads(o.encode()) for t, o in self.decided.items()}
+        return json.dumps({"units": units}, separators=(",", ":")).encode("utf-8")
+
+    @classmethod
+    def decode(cls, data: bytes, key: str) -> Outcomes:
+        try:
+            units = json.loads(data)["units"]
+            decided = {str(t): UnitOutcome.decode(json.dumps(o).encode()) for t, o in units.items()}
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise CorruptDataError(f"not a committer's outcomes: {str(exc)[:120]}") from None
+        name = key.rsplit("/", 1)[-1].removesuffix(".json")
+        return cls(decided, written_at(key) or 0, name.partition("-")[2])
 
 
-def parse_outcome_key(key: str) -> tuple[str, UnitOutcome] | None:
-    """``(txnId, outcome)`` of an outcome's key; None for any other key."""
-    parts = key.rsplit("/", 1)[-1].removesuffix(".json").split(".")
-    if len(parts) != 4 or parts[1] not in ("committed", "already_done", "conflict"):
-        return None
-    txn_id, outcome, version, kind = parts
-    try:
-        v = int(version) if version else None
-        conflict = Conflict(ConflictKind(kind), v if v is not None else -1) if kind else None
-    except ValueError:
-        return None
-    return txn_id, UnitOutcome(outcome, v, conflict)
+def written_at(key: str) -> int | None:
+    """When the outcomes at ``key`` were written (ms), None when ``key`` is not an outcomes object."""
+    head = key.rsplit("/", 1)[-1].partition("-")[0]
+    return int(head) if head.isdigit() else None
 
 
 __all__ = [
@@ -171,9 +181,9 @@ __all__ = [
     "OUTCOME_DIR",
     "STAGED_DIR",
     "TURN_DIR",
+    "Outcomes",
     "StagedCommit",
     "UnitOutcome",
-    "outcome_key",
-    "parse_outcome_key",
     "turn_key",
+    "written_at",
 ]
