@@ -14,8 +14,8 @@ One run, for the next free version ``v``:
    ambiguous puts, the commit's ``commitInfo.unitTxnIds`` naming every unit). Readers see a normal
    commit. On a lost race the units are decided again against the new winner and the next version
    is tried;
-4. **record** the outcomes of the run in one object (``_deltaextras/outcomes/``); each waiting worker
-   removes its own staged commit, the committer those of units not published now. Outcomes are
+4. **record** the outcomes of the run in one object (``_deltaextras/outcomes/``), then remove the
+   staged commits decided. Outcomes are
    written only once they are final (the batch landed, or the winner that decided them is in the
    log), so a committer that dies anywhere leaves staged commits that the next
    run decides the same way: none is lost, none is published twice (its ``txn`` appId is in the log).
@@ -173,15 +173,15 @@ class Committer:
         return winner
 
     def record(self, entries: list[StagedCommit], decided: dict[str, UnitOutcome], version: int | None) -> None:
-        """Write the decided outcomes (one object), then remove the staged commits of units that were not
-        published now (their workers may be gone; a waiting worker removes its own)."""
+        """Write the decided outcomes (one object: the waiting workers go on at once), then remove the
+        staged commits decided."""
+        del version
         if not decided:
             return
         self.storage.put((o := Outcomes(dict(decided), run=str(uuid.uuid4()))).key, o.encode())
-        stale = [e for e in entries if e.txn_id in decided and decided[e.txn_id].version != version]
-        if stale:
-            with ThreadPoolExecutor(min(IO_THREADS, len(stale))) as pool:
-                list(pool.map(lambda e: self.storage.delete(e.key), stale))
+        done = [e for e in entries if e.txn_id in decided]
+        with ThreadPoolExecutor(min(IO_THREADS, len(done))) as pool:
+            list(pool.map(lambda e: self.storage.delete(e.key), done))
 
 
 _KEPT = (CommitInfo, Txn, Remove, Protocol, Metadata)  # a unit reads files and has no predicate: adds never hit

@@ -91,10 +91,6 @@ def commit_staged(
             policy.group_wait,
         )
         return None
-    try:  # its outcome is final: no committer needs it any more
-        txn.storage.delete(entry.key)
-    except DeltaExtrasError:
-        log.warning("could not remove staged commit %s of %s (the next committer will)", txn_id, txn.storage.uri)
     if outcome.outcome == "committed" and outcome.version is not None:
         return txn.published(outcome.version, stamped)
     txn.unpublishable()  # the outcome is final: no committer publishes it
