@@ -92,6 +92,13 @@ class Watch:
             interval = policy.poll_first if changed else min(interval * 1.5, policy.poll_max)
             time.sleep(min(interval * self.rng.uniform(0.5, 1.0), max(0.0, deadline - time.monotonic())))
 
+    def deliver(self, decided: dict[str, UnitOutcome]) -> None:
+        """Outcomes recorded by a committer of this process, handed over without a read."""
+        with self.cond:
+            self.known.update(decided)
+            self.results.update({t: o for t, o in decided.items() if t in self.waiting})
+            self.cond.notify_all()
+
     def _read(self, key: str) -> Outcomes | None:
         """The outcomes at ``key`` (once per process); an object older than ``OUTCOMES_TTL`` is removed:
         every unit it names stopped waiting long ago."""

@@ -71,6 +71,7 @@ class Committer:
         self.storage = snapshot.storage
         self.policy = policy
         self.after_publish = after_publish
+        self.on_record: Callable[[dict[str, UnitOutcome]], None] | None = None
 
     def run(self, version: int) -> int | None:
         """Publish what is staged at ``version`` or later; returns the version published (None: none)."""
@@ -179,6 +180,8 @@ class Committer:
         if not decided:
             return
         self.storage.put((o := Outcomes(dict(decided), run=str(uuid.uuid4()))).key, o.encode())
+        if self.on_record is not None:
+            self.on_record(o.decided)  # the units waiting in this process need not read it back
         done = [e for e in entries if e.txn_id in decided]
         with ThreadPoolExecutor(min(IO_THREADS, len(done))) as pool:
             list(pool.map(lambda e: self.storage.delete(e.key), done))

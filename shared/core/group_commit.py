@@ -121,6 +121,7 @@ def _wait(
     """Wait for the outcome of ``entry`` with the other units of the table waiting in this process;
     take the committer's turn when it is free."""
     watch = watch_for(storage)
+    committer.on_record = watch.deliver
 
     def turn(v: int) -> bool:
         generation = _my_turn(storage, v, watch.turns, policy)
