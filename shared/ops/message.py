@@ -77,7 +77,7 @@ _KNOWN = {
     "commit",
 }
 # A run of at least this many units of one table commits them through a group commit (measured: bench/README.md)
-GROUP_COMMIT_FROM = 32
+GROUP_COMMIT_FROM = 16
 COMMIT_MODES = ("unit", "group")  # how a worker commits: racing for a version alone, or through a group commit
 
 
