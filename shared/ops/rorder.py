@@ -142,27 +142,10 @@ def rorder_single(
     files, report.reason = _choose(snap, unit, by, msg, app_id)
     if not files:
         return _finish(report, started)
-    # A dataChange: false rewrite: SnapshotIsolation (appends never conflict), our inputs must stay live;
-    # a winner that deleted rows of an input is carried onto the outputs (see deltaextras.ops.carry).
-    carrier = Carrier(snap, files, by, msg.options.unique_by, lambda key: txn.wrote(key))
-    txn = Transaction(
-        snap,
-        "OPTIMIZE",
-        IsolationLevel.SNAPSHOT_ISOLATION,
-        ReadSet(files={f.path for f in files}, app_id=app_id, app_version=snap.version),
-        resolve=carrier.resolve,
-        before_put=hooks.get("before_commit"),
-        after_commit=hooks.get("after_commit"),
-    )
-    _, done = txn.catch_up()
-    if done is not None:
-        report.reason = "already committed by an earlier delivery of this work"
+    txn, carrier = _transaction(snap, files, by, msg, app_id, hooks)
+    report.reason = _nothing_to_do(txn, snap, files, by, msg)
+    if report.reason:
         return _finish(report, started)
-    if msg.files is None and msg.options.layout == "full":
-        why = in_layout(snap, files, by, msg.options)
-        if why:
-            report.reason = why
-            return _finish(report, started)
 
     outputs, result, changes = _rewrite(snap, files, by, msg, progress, hooks.get("after_output"))
     for key in [o.key for o in outputs] + [unquote(c.path) for c in changes]:
@@ -189,6 +172,35 @@ def rorder_single(
         after(outcome.version)
     _committed(report, outcome, files, outputs, result, carrier)
     return _finish(report, started)
+
+
+def _nothing_to_do(txn: Transaction, snap: TableSnapshot, files: list[LiveFile], by: str, msg: RorderMessage) -> str:
+    """Why the unit needs no rewrite after all (already committed, already in layout), else ''."""
+    _, done = txn.catch_up()
+    if done is not None:
+        return "already committed by an earlier delivery of this work"
+    if msg.files is None and msg.options.layout == "full":
+        return in_layout(snap, files, by, msg.options) or ""
+    return ""
+
+
+def _transaction(
+    snap: TableSnapshot, files: list[LiveFile], by: str, msg: RorderMessage, app_id: str, hooks: Hooks
+) -> tuple[Transaction, Carrier]:
+    """The rewrite's transaction: a dataChange: false rewrite under SnapshotIsolation (appends never
+    conflict), our inputs must stay live; a winner that deleted rows of an input is carried onto the
+    outputs (see :mod:`deltaextras.ops.carry`)."""
+    carrier = Carrier(snap, files, by, msg.options.unique_by, lambda key: txn.wrote(key))
+    txn = Transaction(
+        snap,
+        "OPTIMIZE",
+        IsolationLevel.SNAPSHOT_ISOLATION,
+        ReadSet(files={f.path for f in files}, app_id=app_id, app_version=snap.version),
+        resolve=carrier.resolve,
+        before_put=hooks.get("before_commit"),
+        after_commit=hooks.get("after_commit"),
+    )
+    return txn, carrier
 
 
 def _load(
