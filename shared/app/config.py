@@ -41,6 +41,7 @@ from typing import Any
 
 from ..core.storage import normalize_uri
 from ..errors import AccessDeniedError, InvalidArgumentError
+from ..ops.message import GROUP_COMMIT_FROM
 from ..ops.options import RorderOptions
 from . import settings
 
@@ -56,6 +57,7 @@ _ENTRY_KEYS = {
     "max_deleted_rows_ratio",
     "layout",
     "storage_options",
+    "group_commit_from",
 }
 _AZURE_SCHEMES = ("abfs", "abfss", "az", "azure", "adl")
 # Any of these (lower-cased) in a table's storage options means "a credential is configured":
@@ -130,6 +132,18 @@ class TableConfig:
     options: RorderOptions = field(default_factory=RorderOptions)
     storage_options: dict[str, str] = field(default_factory=dict)
     name: str = ""
+    # a run that sends at least this many messages for the table commits them through a group commit (0: never)
+    group_commit_from: int = GROUP_COMMIT_FROM
+
+    def commit_mode(self, messages: int) -> str | None:
+        """How the workers of a run of ``messages`` units commit: ``"group"``, or None (each alone).
+
+        Example:
+            >>> t = TableConfig("s3://b/t", group_commit_from=64)
+            >>> t.commit_mode(63), t.commit_mode(64), TableConfig("s3://b/t", group_commit_from=0).commit_mode(999)
+            (None, 'group', None)
+        """
+        return "group" if self.group_commit_from and messages >= self.group_commit_from else None
 
     def message_defaults(self) -> dict[str, Any]:
         """Message keys carrying this table's options (a message's own keys take precedence).
@@ -305,7 +319,12 @@ def _table(entry: Any, index: int, global_options: dict[str, str], env: Mapping[
     name = entry.get("name") or uri.rstrip("/").rsplit("/", 1)[-1]
     if not isinstance(name, str):
         raise InvalidArgumentError(f"{where}: 'name' must be a string")
-    return TableConfig(uri=uri, options=options, storage_options=merged, name=name)
+    group = entry.get("group_commit_from", GROUP_COMMIT_FROM)
+    if isinstance(group, bool) or not isinstance(group, int) or group < 0:
+        raise InvalidArgumentError(
+            f"{where}: 'group_commit_from' must be a non-negative integer (0: never), got {group!r}"
+        )
+    return TableConfig(uri=uri, options=options, storage_options=merged, name=name, group_commit_from=group)
 
 
 def _has_azure_credential(options: Mapping[str, str]) -> bool:

@@ -149,7 +149,9 @@ def dispatch(
         entry.version = plan.version
         entry.planned = len(plan.to_rewrite())
         entry.skipped = len(plan.skipped())
-        bodies = [m.to_json() for m in plan.messages()]
+        messages = list(plan.messages())
+        commit = table.commit_mode(len(messages))
+        bodies = [(m.with_commit(commit) if commit else m).to_json() for m in messages]
         for start in range(0, len(bodies), max(1, batch_size)):
             jobs.append((entry, bodies[start : start + batch_size]))
 

@@ -4,7 +4,8 @@
 A transaction that lost the race for version N reads the commit that won it (the *winner*) and
 checks it against what it read:
 
-1. the winner's ``commitInfo.txnId`` is one of ours → it *is* our commit (an ambiguous put landed);
+1. the winner's ``commitInfo.txnId`` (or, for a group commit, one of its ``unitTxnIds``) is one of ours
+   → it *is* our commit (an ambiguous put landed, or a committer published our staged commit);
 2. the winner carries our ``txn`` appId at our version or later → the same work is already committed;
 3. a ``protocol`` action other than the one we read, when our commit writes a protocol too or we cannot
    write under the new one → :class:`~deltaextras.errors.ProtocolChangedError` (as Spark's checker);
@@ -29,7 +30,7 @@ Example:
     >>> check_winner(w, read, IsolationLevel.WRITE_SERIALIZABLE).conflicts
     []
     >>> w = Winner(6, [CommitInfo(is_blind_append=False), Remove(path="a.parquet")])
-    >>> [c.kind for c in check_winner(w, read, IsolationLevel.SNAPSHOT_ISOLATION).conflicts]
+    >>> [c.kind.value for c in check_winner(w, read, IsolationLevel.SNAPSHOT_ISOLATION).conflicts]
     ['delete_read']
 """
 
@@ -48,6 +49,8 @@ from ..errors import (
     ProtocolChangedError,
 )
 from .actions import Action, Add, CommitInfo, Metadata, Protocol, Remove, Txn
+
+UNIT_TXN_IDS = "unitTxnIds"  # commitInfo field of a group commit: the txnId of each staged commit in it
 
 
 class IsolationLevel(str, enum.Enum):
@@ -89,6 +92,17 @@ class Winner:
         return next((a for a in self.actions if isinstance(a, CommitInfo)), None)
 
     @property
+    def txn_ids(self) -> set[str]:
+        """The ``txnId`` of the commit and, for a group commit, of every staged commit it published
+        (``commitInfo.unitTxnIds``)."""
+        info = self.commit_info
+        if info is None:
+            return set()
+        units = info.extra.get(UNIT_TXN_IDS)
+        ids = {str(u) for u in units} if isinstance(units, list) else set()
+        return ids | ({info.txn_id} if info.txn_id else set())
+
+    @property
     def adds(self) -> list[Add]:
         return [a for a in self.actions if isinstance(a, Add)]
 
@@ -110,42 +124,74 @@ class Winner:
         return any(isinstance(a, kind) for a in self.actions)
 
 
+class ConflictKind(str, enum.Enum):
+    """Why a winner conflicts with us (compares equal to its value: ``ConflictKind.APPEND == "append"``)."""
+
+    APPEND = "append"
+    DELETE_READ = "delete_read"
+    METADATA = "metadata"
+    PROTOCOL = "protocol"
+    TXN = "txn"
+
+    @property
+    def resolvable(self) -> bool:
+        """Whether an operation may resolve it row by row (the others always raise)."""
+        return self in (ConflictKind.APPEND, ConflictKind.DELETE_READ)
+
+
+# Each kind's error and message, in one place ({version}, {first}, {more} filled in).
+_ERRORS: dict[ConflictKind, tuple[type[CommitConflictError], str]] = {
+    ConflictKind.APPEND: (
+        ConcurrentAppendError,
+        "commit {version} added data this operation should have read ({first}{more}); nothing was committed. "
+        "Run the operation again",
+    ),
+    ConflictKind.DELETE_READ: (
+        ConcurrentDeleteReadError,
+        "commit {version} removed input {first}{more} (a file this operation read, or its deletion vector "
+        "changed); nothing was committed. Plan again",
+    ),
+    ConflictKind.METADATA: (
+        MetadataChangedError,
+        "commit {version} changed the table's metadata (schema, partitioning or properties); nothing was "
+        "committed. Run the operation again",
+    ),
+    ConflictKind.PROTOCOL: (
+        ProtocolChangedError,
+        "commit {version} changed the table's protocol; nothing was committed. Run the operation again",
+    ),
+    ConflictKind.TXN: (
+        ConcurrentTransactionError,
+        "commit {version} wrote the application transaction {first} this operation depends on; nothing was "
+        "committed. Plan again",
+    ),
+}
+
+
 @dataclass(frozen=True)
 class Conflict:
-    """One reason a winner conflicts with us: ``kind`` is ``append``, ``delete_read``, ``metadata``,
-    ``protocol`` or ``txn``; ``paths`` the files concerned."""
+    """One reason a winner conflicts with us: its :class:`ConflictKind`, the winner's version and the
+    files concerned.
 
-    kind: str
+    Example:
+        >>> c = Conflict(ConflictKind.DELETE_READ, 7, ("a.parquet",))
+        >>> type(c.error()).__name__, c.kind == "delete_read", c.kind.resolvable
+        ('ConcurrentDeleteReadError', True, True)
+    """
+
+    kind: ConflictKind
     version: int
     paths: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", ConflictKind(self.kind))
 
     def error(self) -> CommitConflictError:
         """The error this conflict raises when the operation does not resolve it."""
         first = self.paths[0] if self.paths else ""
         more = f" and {len(self.paths) - 1} more" if len(self.paths) > 1 else ""
-        if self.kind == "append":
-            return ConcurrentAppendError(
-                f"commit {self.version} added data this operation should have read ({first}{more}); nothing was "
-                "committed. Run the operation again"
-            )
-        if self.kind == "delete_read":
-            return ConcurrentDeleteReadError(
-                f"commit {self.version} removed input {first}{more} (a file this operation read, or its deletion "
-                "vector changed); nothing was committed. Plan again"
-            )
-        if self.kind == "metadata":
-            return MetadataChangedError(
-                f"commit {self.version} changed the table's metadata (schema, partitioning or properties); "
-                "nothing was committed. Run the operation again"
-            )
-        if self.kind == "protocol":
-            return ProtocolChangedError(
-                f"commit {self.version} changed the table's protocol; nothing was committed. Run the operation again"
-            )
-        return ConcurrentTransactionError(
-            f"commit {self.version} wrote the application transaction {first} this operation depends on; "
-            "nothing was committed. Plan again"
-        )
+        cls, text = _ERRORS[self.kind]
+        return cls(text.format(version=self.version, first=first, more=more))
 
 
 @dataclass
@@ -160,8 +206,7 @@ class Verdict:
 
 def check_winner(winner: Winner, read: ReadSet, isolation: IsolationLevel, our_txn_ids: Iterable[str] = ()) -> Verdict:
     """Apply the rules of the module docstring to one winner."""
-    info = winner.commit_info
-    if info is not None and info.txn_id is not None and info.txn_id in set(our_txn_ids):
+    if winner.txn_ids & set(our_txn_ids):
         return Verdict(ours=True)
     if read.app_id is not None:
         for t in winner.txns:
@@ -169,9 +214,9 @@ def check_winner(winner: Winner, read: ReadSet, isolation: IsolationLevel, our_t
                 return Verdict(done=True)
     conflicts: list[Conflict] = []
     if any(_protocol_conflicts(p, read) for p in winner.actions if isinstance(p, Protocol)):
-        conflicts.append(Conflict("protocol", winner.version))
+        conflicts.append(Conflict(ConflictKind.PROTOCOL, winner.version))
     if winner.has(Metadata):
-        conflicts.append(Conflict("metadata", winner.version))
+        conflicts.append(Conflict(ConflictKind.METADATA, winner.version))
     appended = _appends_to_check(winner, isolation)
     if appended:
         if read.whole_table:
@@ -181,12 +226,12 @@ def check_winner(winner: Winner, read: ReadSet, isolation: IsolationLevel, our_t
         else:
             hits = []
         if hits:
-            conflicts.append(Conflict("append", winner.version, tuple(a.path for a in hits)))
+            conflicts.append(Conflict(ConflictKind.APPEND, winner.version, tuple(a.path for a in hits)))
     removed = [r.path for r in winner.removes if read.whole_table or r.path in read.files]
     if removed:
-        conflicts.append(Conflict("delete_read", winner.version, tuple(removed)))
+        conflicts.append(Conflict(ConflictKind.DELETE_READ, winner.version, tuple(removed)))
     if read.app_id is not None and any(t.app_id == read.app_id for t in winner.txns):
-        conflicts.append(Conflict("txn", winner.version, (read.app_id,)))
+        conflicts.append(Conflict(ConflictKind.TXN, winner.version, (read.app_id,)))
     return Verdict(conflicts=conflicts)
 
 

@@ -12,6 +12,11 @@ our ``txnId`` → committed; someone else's → check it and go on at N+1; absen
 payload, so whichever lands is recognized); unreadable → read again, a bounded number of times, then
 :class:`~deltaextras.errors.CommitOutcomeUnknownError` (retryable). It never guesses.
 
+**Lost races.** A loser reads each winner once (the read-back of its put is the first one checked),
+pauses (:class:`~deltaextras.core.commit_policy.CommitPolicy`: backoff with full jitter) and tries the
+next version while its time budget lasts; the number of races lost is no limit. The result is typed
+(:class:`~deltaextras.core.commit_result.CommitResult`: committed, already done, nothing to do).
+
 **Written files.** :meth:`Transaction.abort` deletes the files the operation wrote only when it is proven
 that no committed version references them: no put was attempted, or every attempted version was read
 back as someone else's. Otherwise they stay for vacuum (an orphan costs bytes, a missing file the table).
@@ -30,18 +35,18 @@ Example:
     >>> meta = Metadata(**{**vars(snap.metadata), "configuration": {"owner": "me"}})
     >>> txn = Transaction(snap, "SET TBLPROPERTIES", IsolationLevel.SERIALIZABLE)
     >>> result = txn.commit(lambda version: [meta])
-    >>> result.version, DeltaTable(path).metadata().configuration
-    (1, {'owner': 'me'})
+    >>> result.outcome.value, result.version, DeltaTable(path).metadata().configuration
+    ('committed', 1, {'owner': 'me'})
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import random
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 from ..errors import (
     CommitOutcomeUnknownError,
@@ -63,7 +68,10 @@ from .actions import (
     encode_commit,
     now_ms,
 )
-from .conflicts import Conflict, IsolationLevel, ReadSet, Winner, check_winner
+from .cleanup import delete_orphans
+from .commit_policy import DEFAULT_POLICY, CommitPolicy
+from .commit_result import CommitOutcome, CommitResult
+from .conflicts import Conflict, ConflictKind, IsolationLevel, ReadSet, Winner, check_winner
 from .log import commit_key
 from .protocol import check_protocol
 from .snapshot import TableSnapshot
@@ -71,24 +79,7 @@ from .storage import TableStorage
 
 log = logging.getLogger(__name__)
 
-MAX_LOST_RACES = 64
-MAX_WINNERS = 100_000
-READ_BACK_ATTEMPTS = 6  # reads of a version before giving up (0.1 s doubling between them: ~3 s in all)
-SAME_VERSION_PUTS = 4  # puts of one payload at one version whose read-back showed nothing yet
-
 Resolver = Callable[[list[Winner], list[Conflict], int], None]
-
-
-@dataclass
-class CommitResult:
-    """Where the commit landed. ``version`` None: nothing committed, because ``done`` (the same work was
-    already committed) or because ``build`` had nothing left to commit."""
-
-    version: int | None
-    attempts: int = 0
-    winners_checked: int = 0
-    done: bool = False
-    actions: list[Action] = field(default_factory=list)
 
 
 class Transaction:
@@ -97,7 +88,7 @@ class Transaction:
     ``resolve(winners, conflicts, version)``, when given, is called with the ``append`` and
     ``delete_read`` conflicts of the winners up to ``version`` instead of raising them: the operation
     re-plans (and updates :attr:`read`) or raises. ``before_put(version)`` / ``after_commit(version)``
-    are hooks for tracing and tests.
+    are hooks for tracing and tests. ``policy`` holds the limits (time budget, backoff, read-backs).
     """
 
     def __init__(
@@ -110,6 +101,7 @@ class Transaction:
         resolve: Resolver | None = None,
         before_put: Callable[[int], None] | None = None,
         after_commit: Callable[[int], None] | None = None,
+        policy: CommitPolicy = DEFAULT_POLICY,
     ) -> None:
         self.snapshot = snapshot
         self.storage: TableStorage = snapshot.storage
@@ -124,9 +116,11 @@ class Transaction:
         self.resolve = resolve
         self.before_put = before_put
         self.after_commit = after_commit
+        self.policy = policy
         self.written: list[str] = []  # storage keys of files this transaction wrote
         self.txn_ids: dict[str, list[Action]] = {}  # txnId of each attempt -> its actions
         self.unresolved: set[int] = set()  # versions where a put of ours may have landed
+        self.staged: set[str] = set()  # txnIds of staged commits a group committer may still publish
         self.committed: int | None = None
         self.checked_to = self.read_version  # every commit up to here was checked against us
         self.attempts = 0
@@ -143,9 +137,9 @@ class Transaction:
 
     @property
     def can_discard(self) -> bool:
-        """Whether no committed version can reference the files written: nothing committed and every
-        attempted version read back as someone else's."""
-        return self.committed is None and not self.unresolved
+        """Whether no committed version can reference the files written: nothing committed, every
+        attempted version read back as someone else's, no staged commit that may still be published."""
+        return self.committed is None and not self.unresolved and not self.staged
 
     def abort(self) -> bool:
         """Delete the files written, when that is proven safe; otherwise leave them for vacuum.
@@ -166,11 +160,32 @@ class Transaction:
 
     def discard(self, keys: Sequence[str]) -> None:
         """Delete some written files that no committed version names (caller's proof), quietly."""
-        for key in keys:
-            try:
-                self.storage.delete(key)
-            except Exception:  # cleanup must not mask the original error
-                log.warning("could not delete orphan %s (vacuum will)", key)
+        delete_orphans(self.storage, keys)
+
+    def stage(self, actions: list[Action]) -> tuple[str, list[Action]]:
+        """Stamp ``actions`` as an attempt of ours that a group committer will publish: a version carrying
+        its ``txnId`` (in ``commitInfo.unitTxnIds``) is this transaction's commit, and the files written
+        stay until it is proven that no version can carry it. Returns ``(txnId, stamped actions)``."""
+        stamped, _payload = self._stamp(actions)
+        info = next(a for a in stamped if isinstance(a, CommitInfo))
+        assert info.txn_id is not None
+        self.staged.add(info.txn_id)
+        return info.txn_id, stamped
+
+    def unpublishable(self) -> None:
+        """Our staged commits can no longer be published (their outcome is final, or a winner that every
+        committer checks them against conflicts with them or holds the same work)."""
+        self.staged.clear()
+
+    def published(self, version: int, actions: list[Action]) -> CommitResult:
+        """A group committer published our staged commit at ``version`` (its recorded outcome)."""
+        self.committed = version
+        self.unresolved.clear()
+        self.staged.clear()
+        self.checked_to = max(self.checked_to, version)
+        if self.after_commit is not None:
+            self.after_commit(version)
+        return self._result(CommitOutcome.COMMITTED, version, actions)
 
     def escalate(
         self,
@@ -190,54 +205,71 @@ class Transaction:
         self.checked_to = self.read_version
 
     # ------------------------------------------------------------------ winners
-    def catch_up(self, version: int | None = None) -> tuple[int, CommitResult | None]:
+    def catch_up(self, version: int | None = None, known: Winner | None = None) -> tuple[int, CommitResult | None]:
         """Check every commit from ``version`` (default: the first one not checked yet) that exists.
 
+        ``known``: the commit at ``version``, already read (the winner of a lost race: not read twice).
         Returns ``(first free version, result)``; ``result`` is set when a winner is our own commit or
         already holds our work. Conflicts are raised, or handed to ``resolve``.
         """
-        v = self.checked_to + 1 if version is None else version
+        v = max(self.checked_to + 1, self.read_version + 1) if version is None else version
         winners: list[Winner] = []
         pending: list[Conflict] = []
         while True:
-            actions = self._read_version(v)
-            if actions is None:
+            winner = known if known is not None and known.version == v else self._winner(v)
+            if winner is None:
                 break
-            self.winners_checked += 1
-            if self.winners_checked > MAX_WINNERS:
-                raise CommitRetriesExhaustedError(
-                    f"more than {MAX_WINNERS} commits since version {self.read_version}; plan again"
-                )
-            winner = Winner(v, actions)
-            self._observe(v, actions)
+            self._observe(v, winner.actions)
             verdict = check_winner(winner, self.read, self.isolation, self.txn_ids)
             if verdict.ours:
                 return v, self._landed(v, winner)
             if verdict.done:
                 log.info("version %d of %s already holds this work (txn %s)", v, self.storage.uri, self.read.app_id)
-                return v, CommitResult(None, self.attempts, self.winners_checked, done=True)
+                self.unpublishable()  # every committer sees this winner before any later version
+                return v, self._result(CommitOutcome.ALREADY_DONE)
             for c in verdict.conflicts:
-                if c.kind in ("append", "delete_read") and self.resolve is not None:
+                if c.kind.resolvable and self.resolve is not None:
                     pending.append(c)
                 else:
+                    self.unpublishable()  # a committer rejects our staged commit for the same winner
                     raise c.error()
             winners.append(winner)
             v += 1
+        if any(c.kind is ConflictKind.DELETE_READ for c in pending):
+            self.unpublishable()  # a committer rejects our staged commit for the same winner
         if pending and self.resolve is not None:
             self.resolve(winners, pending, v - 1)
         self.checked_to = max(self.checked_to, v - 1)
         return v, None
 
+    def _winner(self, version: int) -> Winner | None:
+        """The commit at ``version`` (None: absent), counted against the policy's limit."""
+        actions = self._read_version(version)
+        if actions is None:
+            return None
+        self.winners_checked += 1
+        if self.winners_checked > self.policy.max_winners:
+            raise CommitRetriesExhaustedError(
+                f"more than {self.policy.max_winners} commits since version {self.read_version}; plan again"
+            )
+        return Winner(version, actions)
+
+    def _result(
+        self, outcome: CommitOutcome, version: int | None = None, actions: list[Action] | None = None
+    ) -> CommitResult:
+        return CommitResult(outcome, version, self.attempts, self.winners_checked, list(actions or []))
+
     def _read_version(self, version: int) -> list[Action] | None:
         """Actions of a commit, None when absent; storage errors retried (bounded), then raised."""
         delay = 0.1
-        for attempt in range(READ_BACK_ATTEMPTS):
+        attempts = self.policy.read_back_attempts
+        for attempt in range(attempts):
             try:
                 data = self.storage.read(commit_key(version))
             except FileNotFoundError:
                 return None
             except (StorageError, OSError, TimeoutError) as exc:
-                if attempt + 1 == READ_BACK_ATTEMPTS:
+                if attempt + 1 == attempts:
                     raise (self._unknown(version, exc) if version in self.unresolved else _as_storage(exc)) from None
                 time.sleep(delay)
                 delay *= 2
@@ -254,10 +286,10 @@ class Transaction:
     def _landed(self, version: int, winner: Winner) -> CommitResult:
         self.committed = version
         self.unresolved.clear()
-        info = winner.commit_info
-        actions = self.txn_ids.get(info.txn_id or "", winner.actions) if info else winner.actions
+        mine = sorted(winner.txn_ids & set(self.txn_ids))
+        actions = self.txn_ids[mine[0]] if mine else winner.actions
         log.info("committed version %d of %s after %d attempt(s)", version, self.storage.uri, self.attempts)
-        return self._finish(version, CommitResult(version, self.attempts, self.winners_checked, actions=list(actions)))
+        return self._finish(version, self._result(CommitOutcome.COMMITTED, version, list(actions)))
 
     # ------------------------------------------------------------------ commit
     def commit(self, build: Callable[[int], list[Action]]) -> CommitResult:
@@ -271,22 +303,26 @@ class Transaction:
         if result is not None:
             return result
         lost = 0
+        deadline = time.monotonic() + self.policy.time_budget
+        rng = random.Random()
         while True:
             actions = build(v)
             if not actions:
-                return CommitResult(None, self.attempts, self.winners_checked)
+                return self._result(CommitOutcome.NOTHING_TO_DO)
             actions, payload = self._stamp(actions, v)
             outcome = self._put(v, actions, payload)
-            if outcome is not None:
+            if isinstance(outcome, CommitResult):
                 return outcome
-            lost += 1
-            if lost >= MAX_LOST_RACES:
-                raise CommitRetriesExhaustedError(
-                    f"lost the race for the next log version {lost} times in a row; nothing was committed, retry later"
-                )
-            v, result = self.catch_up(v)
+            v, result = self.catch_up(v, known=outcome)  # the winner was read once, by the put
             if result is not None:
                 return result
+            if time.monotonic() >= deadline:
+                raise CommitRetriesExhaustedError(
+                    f"lost the race for the next log version {lost + 1} times in {self.policy.time_budget:g} s; "
+                    "nothing was committed, retry later"
+                )
+            time.sleep(self.policy.backoff(lost, rng))
+            lost += 1
 
     def _stamp(self, actions: list[Action], version: int) -> tuple[list[Action], bytes]:
         txn_id = str(uuid.uuid4())
@@ -330,10 +366,10 @@ class Transaction:
             self.row_id_mark = max(self.row_id_mark, mark)
         self.commit_timestamps[version] = commit_timestamps.previous_timestamp(actions)
 
-    def _put(self, version: int, actions: list[Action], payload: bytes) -> CommitResult | None:
-        """Try one version; the result when committed, None when someone else holds it."""
+    def _put(self, version: int, actions: list[Action], payload: bytes) -> CommitResult | Winner:
+        """Try one version; the result when committed, else the commit of someone else that holds it."""
         key = commit_key(version)
-        for _ in range(SAME_VERSION_PUTS):
+        for _ in range(self.policy.same_version_puts):
             self.attempts += 1
             if self.before_put is not None:
                 self.before_put(version)
@@ -345,19 +381,18 @@ class Transaction:
             except (StorageError, OSError, TimeoutError) as exc:
                 failure = exc
                 log.warning("put of version %d of %s failed ambiguously: %s", version, self.storage.uri, exc)
-            found = self._read_version(version)
-            if found is None:
+            winner = self._winner(version)
+            if winner is None:
                 continue  # not there (yet): put the same payload again; either landing is recognized
-            winner = Winner(version, found)
-            info = winner.commit_info
-            if info is not None and info.txn_id in self.txn_ids:
+            if winner.txn_ids & set(self.txn_ids):
                 said = "an error" if failure is not None else "a lost race"
                 log.info("version %d of %s is ours although the put reported %s", version, self.storage.uri, said)
                 return self._landed(version, winner)
             self.unresolved.discard(version)  # someone else's: our payload can never land there
-            return None
+            return winner
         raise CommitOutcomeUnknownError(
-            f"version {version} of {self.storage.uri} could not be written nor read back after {SAME_VERSION_PUTS} "
+            f"version {version} of {self.storage.uri} could not be written nor read back after "
+            f"{self.policy.same_version_puts} "
             f"puts; the {len(self.written)} file(s) written are kept. Run the same work again"
         )
 
@@ -365,7 +400,7 @@ class Transaction:
         self.committed = version
         self.unresolved.clear()
         log.info("committed version %d of %s after %d attempt(s)", version, self.storage.uri, self.attempts)
-        return self._finish(version, CommitResult(version, self.attempts, self.winners_checked, actions=actions))
+        return self._finish(version, self._result(CommitOutcome.COMMITTED, version, actions))
 
     def _finish(self, version: int, result: CommitResult) -> CommitResult:
         if self.after_commit is not None:
@@ -428,7 +463,8 @@ def write_checkpoint(storage: TableStorage, version: int, protocol: Protocol) ->
 
 
 __all__ = [
-    "MAX_LOST_RACES",
+    "CommitOutcome",
+    "CommitPolicy",
     "CommitResult",
     "IsolationLevel",
     "ReadSet",

@@ -54,7 +54,7 @@ from pyroaring import BitMap
 from ..core import row_tracking
 from ..core.actions import Action, Add, Cdc, CommitInfo, DeletionVectorDescriptor, Remove
 from ..core.arrays import py_value
-from ..core.conflicts import Conflict, Winner
+from ..core.conflicts import Conflict, ConflictKind, Winner
 from ..core.dv import build_descriptors, read_deletion_vectors
 from ..core.schema import conform
 from ..core.snapshot import LiveFile, TableSnapshot, open_data_file
@@ -142,7 +142,7 @@ class Carrier:
         del version
         by_version = {w.version: w for w in winners}
         for c in sorted(conflicts, key=lambda c: c.version):
-            if c.kind != "delete_read":
+            if c.kind is not ConflictKind.DELETE_READ:
                 raise c.error()
             w = by_version[c.version]
             self._check_table(c)

@@ -60,11 +60,13 @@ from typing import Any
 from urllib.parse import unquote
 
 from ..core.actions import Action, Add, Cdc, CommitInfo, now_ms
-from ..core.conflicts import Conflict, IsolationLevel, ReadSet, Winner
+from ..core.commit_policy import DEFAULT_POLICY
+from ..core.commit_result import CommitResult
+from ..core.conflicts import Conflict, ConflictKind, IsolationLevel, ReadSet, Winner
 from ..core.dv import DEFAULT_INLINE_MAX_BYTES, file_key, read_deletion_vectors
 from ..core.snapshot import LiveFile, TableSnapshot
 from ..core.storage import TableStorage
-from ..core.transaction import CommitResult, Transaction
+from ..core.transaction import Transaction
 from ..errors import (
     CommitConflictError,
     InvalidArgumentError,
@@ -84,7 +86,6 @@ from .table import load_snapshot, table_args
 log = logging.getLogger(__name__)
 
 MODES = ("auto", "deletion_vectors", "copy_on_write")
-MAX_RESTARTS = 16
 SCAN_THREADS = 8
 PROGRESS_SECONDS = 10.0  # a progress line (INFO) at most this often while files are scanned
 
@@ -93,6 +94,9 @@ Hooks = Mapping[str, Callable[..., None]]
 
 class _Restart(Exception):
     """A winning commit changed metadata or protocol (or, copy-on-write, touched our files)."""
+
+
+_STARTS_OVER = (_Restart, MetadataChangedError, ProtocolChangedError)
 
 
 def delete(
@@ -134,30 +138,32 @@ def delete(
     expr = parse(predicate)
     storage = TableStorage(uri, options)
     started = time.monotonic()
-    restarts = attempts = 0
-    while True:
+    earlier = [0]  # puts of the runs that started over
+
+    def run(restart: int) -> DeleteReport:
         op = _DeleteOperation(storage, predicate, expr, mode, inline_max_bytes, hooks or {})
         try:
             report = op.run()
-        except (_Restart, MetadataChangedError, ProtocolChangedError) as why:
-            op.abort()
-            restarts += 1
-            attempts += op.txn.attempts if op.txn is not None else 0
-            log.info("delete on %s starts over: %s", storage.uri, why)
-            if restarts > MAX_RESTARTS:
-                raise CommitConflictError(
-                    f"the table kept changing its metadata or protocol under the delete ({why}); nothing was "
-                    "committed. Try again"
-                ) from None
-            continue
-        except BaseException:
+        except BaseException as why:
             op.abort()  # deletes what it wrote only when no log version can name it
+            if isinstance(why, _STARTS_OVER):
+                earlier[0] += op.txn.attempts if op.txn is not None else 0
+                log.info("delete on %s starts over: %s", storage.uri, why)
             raise
-        report.restarts = restarts
-        report.commit_attempts += attempts
-        report.seconds = round(time.monotonic() - started, 3)
-        log.info("%s", json.dumps({"event": "delete", **report.to_dict()}, default=str))
+        report.restarts = restart
+        report.commit_attempts += earlier[0]
         return report
+
+    report = DEFAULT_POLICY.restarting(run, _STARTS_OVER, _kept_changing)
+    report.seconds = round(time.monotonic() - started, 3)
+    log.info("%s", json.dumps({"event": "delete", **report.to_dict()}, default=str))
+    return report
+
+
+def _kept_changing(why: BaseException) -> CommitConflictError:
+    return CommitConflictError(
+        f"the table kept changing its metadata or protocol under the delete ({why}); nothing was committed. Try again"
+    )
 
 
 class _DeleteOperation:
@@ -323,8 +329,9 @@ class _DeleteOperation:
         result: CommitResult = self.txn.commit(self._build)
         report = self.report
         report.commit_attempts = self.txn.attempts
+        report.commit_outcome = result.outcome.value
         self._finish_counts()
-        if result.version is None:
+        if not result.committed:
             report.commit_version = None
             self.txn.abort()
             return report
@@ -374,7 +381,7 @@ class _DeleteOperation:
                         self.report.conflicts.append(f"v{w.version}: {p} was removed")
             if removed & (gone | self.replacements):
                 self.replacements |= added - removed
-        appended = {p for c in conflicts if c.kind == "append" for p in c.paths}
+        appended = {p for c in conflicts if c.kind is ConflictKind.APPEND for p in c.paths}
         if self.mode == "copy_on_write" and (stale or gone):
             raise _Restart(f"a concurrent commit changed {len(stale) + len(gone)} file(s) this delete rewrites")
         if stale or gone or appended - set(self.targets) - self.scanned_paths:

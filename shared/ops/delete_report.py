@@ -13,7 +13,8 @@ class DeleteReport:
     ``commit_version`` is None when no row matched (nothing is committed then). ``commit_attempts``
     counts puts of the log entry, ``conflicts_resolved`` the winning commits that touched our files and
     were merged (``dv_unions`` files whose vector was re-read and unioned, ``files_replanned`` files
-    scanned again because a winner replaced ours), ``restarts`` full re-runs after a metadata change.
+    scanned again because a winner replaced ours), ``restarts`` full re-runs after a metadata change,
+    ``commit_outcome`` how the commit ended (:class:`~deltaextras.core.commit_result.CommitOutcome`).
     """
 
     table: str
@@ -43,6 +44,7 @@ class DeleteReport:
     scan_seconds: float = 0.0
     seconds: float = 0.0
     conflicts: list[str] = field(default_factory=list)
+    commit_outcome: str = "nothing_to_do"  # a CommitOutcome value: committed | nothing_to_do
 
     def line(self) -> str:
         """One human line.

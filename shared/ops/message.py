@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
@@ -76,7 +77,11 @@ _KNOWN = {
     "max_materialize_size",
     "max_deleted_rows_ratio",
     "layout",
+    "commit",
 }
+# A run of at least this many units of one table commits them through a group commit (measured: bench/README.md)
+GROUP_COMMIT_FROM = 16
+COMMIT_MODES = ("unit", "group")  # how a worker commits: racing for a version alone, or through a group commit
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,8 @@ class RorderMessage:
     has_partition: bool = False
     files: tuple[tuple[str, int], ...] | None = None
     options: RorderOptions = field(default_factory=RorderOptions)
+    # "group": stage the commit for a group committer (deltaextras.core.group_commit); None/"unit": alone
+    commit: str | None = None
 
     # ------------------------------------------------------------------ parsing
     @classmethod
@@ -102,7 +109,7 @@ class RorderMessage:
             >>> RorderMessage.from_dict({"path": "s3://b/t", "fles": []})
             Traceback (most recent call last):
             ...
-            deltaextras.errors.MessageError: message key 'fles' is not known (known keys: by, files, ...
+            deltaextras.errors.MessageError: message key 'fles' is not known (known keys: by, commit, files, ...
         """
         if not isinstance(data, dict):
             raise MessageError(f"a message must be a JSON object, got {type(data).__name__}")
@@ -142,6 +149,9 @@ class RorderMessage:
             v = data.get(key)
             if v is not None and (_not_int(v) or not 0 < v <= MAX_LONG):
                 raise MessageError(f"message {key!r} must be an integer from 1 to {MAX_LONG} (bytes), got {_got(v)}")
+        commit = data.get("commit")
+        if commit is not None and commit not in COMMIT_MODES:
+            raise MessageError(f"message 'commit' must be one of {', '.join(COMMIT_MODES)}, got {shown(commit)}")
         try:
             options = RorderOptions.from_mapping(data)
         except InvalidArgumentError as exc:
@@ -154,6 +164,7 @@ class RorderMessage:
             has_partition=has_partition,
             files=files,
             options=options,
+            commit=commit,
         )
 
     @classmethod
@@ -200,6 +211,8 @@ class RorderMessage:
             out[key] = opts[key]
         if opts["layout"] != "full":  # messages of the default layout stay as older releases read them
             out["layout"] = opts["layout"]
+        if self.commit is not None:  # likewise messages that commit alone
+            out["commit"] = self.commit
         return out
 
     def to_json(self) -> str:
@@ -225,7 +238,17 @@ class RorderMessage:
             has_partition=self.has_partition,
             files=files,
             options=self.options,
+            commit=self.commit,
         )
+
+    def with_commit(self, commit: str | None) -> RorderMessage:
+        """A copy that commits ``"group"`` (through a group committer) or ``"unit"`` / None (alone).
+
+        Example:
+            >>> RorderMessage.from_dict({"path": "/t"}).with_commit("group").to_dict()["commit"]
+            'group'
+        """
+        return dataclasses.replace(self, commit=commit)
 
     def describe(self) -> str:
         """Short human label: ``table[partition=value]@version``."""

@@ -34,7 +34,10 @@ from urllib.parse import unquote
 import pyarrow as pa
 
 from ..core.actions import Action, Cdc, CommitInfo, add_of, now_ms
+from ..core.cleanup import delete_orphans
+from ..core.commit_result import CommitOutcome, CommitResult
 from ..core.conflicts import IsolationLevel, ReadSet
+from ..core.group_commit import commit_staged
 from ..core.partition_snapshot import PartitionSnapshot
 from ..core.snapshot import LiveFile, TableSnapshot
 from ..core.storage import TableStorage
@@ -131,61 +134,19 @@ def rorder_single(
     started = time.monotonic()
     hooks = hooks or {}
     msg = _as_message(message)
-    if (
-        snapshot is not None
-        and snapshot.version == msg.version
-        and snapshot.storage.uri == TableStorage.normalize(msg.path)
-    ):
-        snap, storage = snapshot, snapshot.storage
-    else:
-        storage = TableStorage(msg.path, storage_options)
-        snap = PartitionSnapshot.load(
-            msg.path,
-            dict(storage_options or {}),
-            msg.version,
-            storage=storage,
-            unit=lambda head: resolve_unit(head, msg.options.by, msg.partition_name)[0],  # type: ignore[arg-type]
-            value=msg.partition_value,
-        )
+    snap = _load(msg, snapshot, storage_options)
+    storage = snap.storage
     unit, by = resolve_unit(snap, msg.options.by, msg.partition_name)
     label = None if unit is None else f"{unit}={msg.partition_value}"
     report = PartitionReport(table=storage.uri, partition=label, status="skipped", read_version=snap.version)
-
-    files = _select_files(snap, unit, msg)
-    if not files:
-        report.reason = f"no live files at version {snap.version}"
-        return _finish(report, started)
-    if msg.options.layout == "tiered" and msg.files is None:
-        selection = select_files(files, snap.schema, by, msg.options)
-        if not selection.files:
-            report.reason = selection.reason()
-            return _finish(report, started)
-        files = selection.files
     app_id = app_id_for(unit, msg.partition_value)
-    if snap.txns.get(app_id, -1) >= snap.version:
-        report.reason = f"already committed (txn {app_id} at version {snap.txns[app_id]})"
+    files, report.reason = _choose(snap, unit, by, msg, app_id)
+    if not files:
         return _finish(report, started)
-    # A dataChange: false rewrite: SnapshotIsolation (appends never conflict), our inputs must stay live;
-    # a winner that deleted rows of an input is carried onto the outputs (see deltaextras.ops.carry).
-    carrier = Carrier(snap, files, by, msg.options.unique_by, lambda key: txn.wrote(key))
-    txn = Transaction(
-        snap,
-        "OPTIMIZE",
-        IsolationLevel.SNAPSHOT_ISOLATION,
-        ReadSet(files={f.path for f in files}, app_id=app_id, app_version=snap.version),
-        resolve=carrier.resolve,
-        before_put=hooks.get("before_commit"),
-        after_commit=hooks.get("after_commit"),
-    )
-    _, done = txn.catch_up()
-    if done is not None:
-        report.reason = "already committed by an earlier delivery of this work"
+    txn, carrier = _transaction(snap, files, by, msg, app_id, hooks)
+    report.reason = _nothing_to_do(txn, snap, files, by, msg)
+    if report.reason:
         return _finish(report, started)
-    if msg.files is None and msg.options.layout == "full":
-        why = in_layout(snap, files, by, msg.options)
-        if why:
-            report.reason = why
-            return _finish(report, started)
 
     outputs, result, changes = _rewrite(snap, files, by, msg, progress, hooks.get("after_output"))
     for key in [o.key for o in outputs] + [unquote(c.path) for c in changes]:
@@ -198,59 +159,195 @@ def rorder_single(
         txn.escalate(IsolationLevel.WRITE_SERIALIZABLE, operation="DELETE")
     carrier.outputs = outputs
     carrier.changes = changes
+    info = _commit_info(unit, by, msg, files, outputs, changes, result)
+    actions = _actions(snap, app_id, files, outputs, changes, result, info)
+    # readers of the rewritten partition should not replay a long log: never fails the commit
+    after = functools.partial(
+        checkpoint_after_rewrite, storage, configuration=snap.configuration, protocol=snap.protocol
+    )
+    outcome = _commit(txn, carrier, actions, outputs, hooks, group=msg.commit == "group", after_publish=after)
+    if not outcome.committed:
+        report.reason = "already committed by a concurrent delivery of this work"
+        return _finish(report, started)
+    assert outcome.version is not None
+    if msg.commit != "group":  # a group committer did it once for the whole batch
+        after(outcome.version)
+    _committed(report, outcome, files, outputs, result, carrier)
+    return _finish(report, started)
+
+
+def _nothing_to_do(txn: Transaction, snap: TableSnapshot, files: list[LiveFile], by: str, msg: RorderMessage) -> str:
+    """Why the unit needs no rewrite after all (already committed, already in layout), else ''."""
+    _, done = txn.catch_up()
+    if done is not None:
+        return "already committed by an earlier delivery of this work"
+    if msg.files is None and msg.options.layout == "full":
+        return in_layout(snap, files, by, msg.options) or ""
+    return ""
+
+
+def _transaction(
+    snap: TableSnapshot, files: list[LiveFile], by: str, msg: RorderMessage, app_id: str, hooks: Hooks
+) -> tuple[Transaction, Carrier]:
+    """The rewrite's transaction: a dataChange: false rewrite under SnapshotIsolation (appends never
+    conflict), our inputs must stay live; a winner that deleted rows of an input is carried onto the
+    outputs (see :mod:`deltaextras.ops.carry`)."""
+    carrier = Carrier(snap, files, by, msg.options.unique_by, lambda key: txn.wrote(key))
+    txn = Transaction(
+        snap,
+        "OPTIMIZE",
+        IsolationLevel.SNAPSHOT_ISOLATION,
+        ReadSet(files={f.path for f in files}, app_id=app_id, app_version=snap.version),
+        resolve=carrier.resolve,
+        before_put=hooks.get("before_commit"),
+        after_commit=hooks.get("after_commit"),
+    )
+    return txn, carrier
+
+
+def _load(
+    msg: RorderMessage, snapshot: TableSnapshot | None, storage_options: Mapping[str, str] | None
+) -> TableSnapshot:
+    """The snapshot the message names: the caller's when it is that version, else the unit's alone."""
+    if (
+        snapshot is not None
+        and snapshot.version == msg.version
+        and snapshot.storage.uri == TableStorage.normalize(msg.path)
+    ):
+        return snapshot
+    return PartitionSnapshot.load(
+        msg.path,
+        dict(storage_options or {}),
+        msg.version,
+        storage=TableStorage(msg.path, storage_options),
+        unit=lambda head: resolve_unit(head, msg.options.by, msg.partition_name)[0],  # type: ignore[arg-type]
+        value=msg.partition_value,
+    )
+
+
+def _choose(
+    snap: TableSnapshot, unit: str | None, by: str, msg: RorderMessage, app_id: str
+) -> tuple[list[LiveFile], str]:
+    """The files to rewrite, or none and why (no live files, nothing the tiers merge, already done)."""
+    files = _select_files(snap, unit, msg)
+    if not files:
+        return [], f"no live files at version {snap.version}"
+    if msg.options.layout == "tiered" and msg.files is None:
+        selection = select_files(files, snap.schema, by, msg.options)
+        if not selection.files:
+            return [], selection.reason()
+        files = selection.files
+    if snap.txns.get(app_id, -1) >= snap.version:
+        return [], f"already committed (txn {app_id} at version {snap.txns[app_id]})"
+    return files, ""
+
+
+def _commit(
+    txn: Transaction,
+    carrier: Carrier,
+    actions: list[Action],
+    outputs: list[OutputFile],
+    hooks: Hooks,
+    *,
+    group: bool = False,
+    after_publish: Callable[[int], object] | None = None,
+) -> CommitResult:
+    """Commit the rewrite, alone or (``group``) staged for a group committer; a unit the committer
+    rejects, or whose outcome does not come in time, commits alone (its conflict resolved by carrying
+    deletes). The outputs go when no version can name them (on failure, or when the work was already
+    committed), and the files of attempts the committed version does not use."""
     try:
         if "after_rewrite" in hooks:
             hooks["after_rewrite"](outputs)
-        ts = now_ms()
-        info = CommitInfo(
-            timestamp=ts,
-            operation="DELETE" if data_change else "OPTIMIZE",
-            operation_parameters=_string_values(
-                {
-                    "predicate": _scope(unit, msg, by, data_change),
-                    "rorderBy": by,
-                    "sortBy": [list(p) for p in msg.options.sort_by],
-                    "uniqueBy": list(msg.options.unique_by),
-                    "targetFileSize": msg.options.target_file_size,
-                    "layout": msg.options.layout,
-                }
-            ),
-            is_blind_append=False,
-            operation_metrics={
-                k: str(v)
-                for k, v in {
-                    "numRemovedFiles": len(files),
-                    "numAddedFiles": len(outputs),
-                    "numRemovedBytes": sum(f.size for f in files),
-                    "numAddedBytes": sum(o.size for o in outputs),
-                    "numDeletionVectorsRemoved": sum(1 for f in files if f.dv),
-                    "numDeletedRowsPurged": result.deleted_rows_dropped,
-                    "numDuplicateRowsRemoved": result.duplicates_removed,
-                    "numOutputRows": result.rows_out,
-                    "numOutputRowGroups": sum(o.row_groups for o in outputs),
-                    "numDeletedRows": result.duplicates_removed,
-                    "numAddedChangeFiles": len(changes),
-                }.items()
-            },
-        )
-        actions: list[Action] = [
-            info,
-            txn_action(app_id, snap.version, ts),
-            *(f.add.retire(ts, data_change=data_change) for f in files),
-            *(add_of(o, o.partition_values, ts, data_change=data_change) for o in outputs),
-            *changes,
-        ]
-        outcome = txn.commit(lambda _v: carrier.actions(actions))
+        outcome = None
+        if group:
+            if txn.before_put is not None:
+                txn.before_put(txn.checked_to + 1)
+            outcome = commit_staged(txn, carrier.actions(actions), after_publish=after_publish)
+        if outcome is None or outcome.outcome is CommitOutcome.CONFLICT:
+            outcome = txn.commit(lambda _v: carrier.actions(actions))
     except BaseException:
         txn.abort()  # deletes the outputs only when no version can name them
         raise
-    if outcome.version is None:
+    if not outcome.committed:
         txn.abort()
-        report.reason = "already committed by a concurrent delivery of this work"
-        return _finish(report, started)
+        return outcome
     txn.discard(carrier.unused(outcome.actions))  # carried-away outputs, vector files of lost attempts
-    # readers of the rewritten partition should not replay a long log: never fails the commit
-    checkpoint_after_rewrite(storage, outcome.version, snap.configuration, snap.protocol)
+    return outcome
+
+
+def _actions(
+    snap: TableSnapshot,
+    app_id: str,
+    files: list[LiveFile],
+    outputs: list[OutputFile],
+    changes: list[Cdc],
+    result: RewriteResult,
+    info: CommitInfo,
+) -> list[Action]:
+    """The rewrite's log actions: commit info, the partition's ``txn``, inputs retired, outputs added."""
+    ts = info.timestamp or now_ms()
+    data_change = result.duplicates_removed > 0
+    return [
+        info,
+        txn_action(app_id, snap.version, ts),
+        *(f.add.retire(ts, data_change=data_change) for f in files),
+        *(add_of(o, o.partition_values, ts, data_change=data_change) for o in outputs),
+        *changes,
+    ]
+
+
+def _commit_info(
+    unit: str | None,
+    by: str,
+    msg: RorderMessage,
+    files: list[LiveFile],
+    outputs: list[OutputFile],
+    changes: list[Cdc],
+    result: RewriteResult,
+) -> CommitInfo:
+    """The ``commitInfo`` of a rewrite: ``OPTIMIZE``, or ``DELETE`` when duplicates were dropped."""
+    data_change = result.duplicates_removed > 0
+    metrics = {
+        "numRemovedFiles": len(files),
+        "numAddedFiles": len(outputs),
+        "numRemovedBytes": sum(f.size for f in files),
+        "numAddedBytes": sum(o.size for o in outputs),
+        "numDeletionVectorsRemoved": sum(1 for f in files if f.dv),
+        "numDeletedRowsPurged": result.deleted_rows_dropped,
+        "numDuplicateRowsRemoved": result.duplicates_removed,
+        "numOutputRows": result.rows_out,
+        "numOutputRowGroups": sum(o.row_groups for o in outputs),
+        "numDeletedRows": result.duplicates_removed,
+        "numAddedChangeFiles": len(changes),
+    }
+    return CommitInfo(
+        timestamp=now_ms(),
+        operation="DELETE" if data_change else "OPTIMIZE",
+        operation_parameters=_string_values(
+            {
+                "predicate": _scope(unit, msg, by, data_change),
+                "rorderBy": by,
+                "sortBy": [list(p) for p in msg.options.sort_by],
+                "uniqueBy": list(msg.options.unique_by),
+                "targetFileSize": msg.options.target_file_size,
+                "layout": msg.options.layout,
+            }
+        ),
+        is_blind_append=False,
+        operation_metrics={k: str(v) for k, v in metrics.items()},
+    )
+
+
+def _committed(
+    report: PartitionReport,
+    outcome: CommitResult,
+    files: list[LiveFile],
+    outputs: list[OutputFile],
+    result: RewriteResult,
+    carrier: Carrier,
+) -> None:
+    """Fill the report of a committed rewrite."""
     report.status = "committed"
     report.reason = f"{len(files)} file(s) rewritten"
     report.commit_version = outcome.version
@@ -268,7 +365,6 @@ def rorder_single(
     report.deleted_rows_purged = result.deleted_rows_dropped
     report.passes = result.passes
     report.spilled_bytes = result.spilled_bytes
-    return _finish(report, started)
 
 
 def _string_values(parameters: dict[str, Any]) -> dict[str, str]:
@@ -420,23 +516,15 @@ class _DuplicateSink:
     def abort(self) -> None:
         if self.sink is not None:
             self.sink.abort()
-            _delete_keys(self.snap.storage, [self.sink.key])
+            delete_orphans(self.snap.storage, [self.sink.key])
 
 
 def _delete_changes(storage: TableStorage, changes: list[Cdc]) -> None:
-    _delete_keys(storage, [unquote(c.path) for c in changes])
-
-
-def _delete_keys(storage: TableStorage, keys: list[str]) -> None:
-    for key in keys:
-        try:
-            storage.delete(key)
-        except Exception:
-            log.warning("could not delete orphan %s (vacuum will)", key)
+    delete_orphans(storage, [unquote(c.path) for c in changes])
 
 
 def _delete_outputs(storage: TableStorage, outputs: list[OutputFile]) -> None:
-    _delete_keys(storage, [o.key for o in outputs])
+    delete_orphans(storage, [o.key for o in outputs])
 
 
 def _finish(report: PartitionReport, started: float) -> PartitionReport:

@@ -34,14 +34,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core.actions import Action, CommitInfo, Protocol, now_ms
+from ..core.commit_policy import DEFAULT_POLICY
+from ..core.commit_result import CommitOutcome, CommitResult
 from ..core.conflicts import IsolationLevel, ReadSet
 from ..core.snapshot import TableSnapshot
 from ..core.storage import TableStorage
 from ..core.transaction import Transaction
 from ..errors import MetadataChangedError, ProtocolChangedError
 from .table import load_snapshot, table_args
-
-MAX_RESTARTS = 8
 
 # Features implied by the legacy protocol versions (PROTOCOL.md, "Table Features for New and Existing Tables").
 _LEGACY_WRITER = {
@@ -88,22 +88,19 @@ def enable_deletion_vectors(table: Any, *, storage_options: Mapping[str, str] | 
     """
     uri, options = table_args(table, storage_options)
     storage = TableStorage(uri, options)
-    for attempt in range(MAX_RESTARTS + 1):
-        snap = load_snapshot(storage)
-        try:
-            return _enable(snap)
-        except (MetadataChangedError, ProtocolChangedError):
-            if attempt == MAX_RESTARTS:
-                raise
-    return None  # pragma: no cover - the loop returns or raises
+    result = DEFAULT_POLICY.restarting(
+        lambda _restart: _enable(load_snapshot(storage)), (MetadataChangedError, ProtocolChangedError)
+    )
+    return result.version
 
 
-def _enable(snap: TableSnapshot) -> int | None:
+def _enable(snap: TableSnapshot) -> CommitResult:
+    """Commit the upgrade against ``snap``; :attr:`CommitOutcome.NOTHING_TO_DO` when the table has it."""
     has = snap.protocol.has_feature("deletionVectors") and "deletionVectors" in (snap.protocol.reader_features or [])
     config = dict(snap.configuration)
     enabled = str(config.get("delta.enableDeletionVectors", "false")).lower() == "true"
     if has and enabled:
-        return None
+        return CommitResult(CommitOutcome.NOTHING_TO_DO)
     actions: list[Action] = [
         CommitInfo(
             timestamp=now_ms(),
@@ -119,4 +116,4 @@ def _enable(snap: TableSnapshot) -> int | None:
         actions.append(dataclasses.replace(snap.metadata, configuration=config))
     # Reads no data: only a concurrent metadata or protocol change conflicts with it.
     txn = Transaction(snap, "SET TBLPROPERTIES", IsolationLevel.SERIALIZABLE, ReadSet(writes_protocol=True))
-    return txn.commit(lambda _v: actions).version
+    return txn.commit(lambda _v: actions)

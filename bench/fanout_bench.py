@@ -1,0 +1,172 @@
+"""Fan-out at scale: N tiny units rewritten, then all released at once to commit, on Azurite and moto S3.
+
+Each unit is one partition of two tiny files; ``rorder_single`` runs it on its own thread (as a queue
+worker would), and a barrier in the ``after_rewrite`` hook releases every commit at the same moment, so
+the commit phase is measured alone: from the release to the last unit's report. Two modes, side by
+side in the same run and on tables built the same way:
+
+* ``unit``: each unit races for the next log version alone (the per-unit commit);
+* ``group``: each unit stages its commit and a committer elected among the waiting workers publishes
+  many per version (:mod:`deltaextras.core.group_commit`).
+
+Printed per backend, mode and N: units committed / failed, commit-phase seconds, log versions added,
+and the ratio of the commit phase at the largest N to the smallest (linear growth: ratio <= N ratio).
+
+Usage::
+
+    python bench/fanout_bench.py [--quick] [--sizes 128,512,1024] [--backends azurite,s3]
+                                 [--modes unit,group] [--unit-max 1024] [--workdir bench/.work]
+
+``--quick``: N = 16 and 64, Azurite only. ``--unit-max``: the largest N run with per-unit commits
+(their log reads grow with N squared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import signal
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+
+def build_table(uri: str, options: dict[str, str], units: int) -> None:
+    """``units`` partitions of two files each (three rows per file, ``k`` out of order)."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    for b in range(2):
+        k = [u * 10 + (3 - j) for u in range(units) for j in range(3)]
+        part = [u for u in range(units) for _ in range(3)]
+        write_deltalake(
+            uri,
+            pa.table({"k": k, "k_range": part, "b": [b] * len(k)}),
+            partition_by=["k_range"],
+            mode="append",
+            storage_options=options,
+        )
+
+
+def run(uri: str, options: dict[str, str], mode: str) -> dict[str, Any]:
+    """Rewrite every unit on its own thread, release the commits together, measure the commit phase."""
+    from deltalake import DeltaTable
+
+    from deltaextras.ops.rorder import plan_messages, rorder_single
+
+    messages = plan_messages(uri, storage_options=options)
+    before = DeltaTable(uri, storage_options=options).version()
+    barrier = threading.Barrier(len(messages))
+    released: list[float] = []
+    ends: list[float] = [0.0] * len(messages)
+    results: list[Any] = [None] * len(messages)
+
+    def release(_outputs: Any) -> None:
+        if barrier.wait() == 0:
+            released.append(time.monotonic())
+            logging.getLogger("fanout").info("released")
+
+    def work(i: int, message: dict[str, Any]) -> None:
+        try:
+            results[i] = rorder_single(
+                {**message, "commit": mode}, storage_options=options, hooks={"after_rewrite": release}
+            )
+        except Exception as exc:  # counted as a failure
+            results[i] = exc
+        ends[i] = time.monotonic()
+
+    threads = [threading.Thread(target=work, args=(i, m), daemon=True) for i, m in enumerate(messages)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    committed = sum(1 for r in results if getattr(r, "status", None) == "committed")
+    failures = [f"{type(r).__name__}: {r}"[:200] for r in results if isinstance(r, Exception)]
+    after = DeltaTable(uri, storage_options=options).version()
+    return {
+        "units": len(messages),
+        "committed": committed,
+        "failed": len(failures),
+        "first_failure": failures[0] if failures else None,
+        "commit_seconds": round(max(ends) - released[0], 2) if released else None,
+        "versions_added": after - before,
+    }
+
+
+def services(backends: list[str], workdir: Path) -> dict[str, tuple[Any, str, dict[str, str]]]:
+    from services import Azurite, MotoServer
+
+    out: dict[str, tuple[Any, str, dict[str, str]]] = {}
+    if "azurite" in backends:
+        az = Azurite.start(workdir / "azurite")
+        az.create_container("fanout")
+        out["azurite"] = (az, "az://fanout", dict(az.storage_options))
+    if "s3" in backends:
+        s3 = MotoServer.start(workdir / "moto")
+        s3.create_bucket("fanout")
+        out["s3"] = (s3, "s3://fanout", dict(s3.storage_options))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--sizes", default="128,512,1024")
+    parser.add_argument("--backends", default="azurite,s3")
+    parser.add_argument("--modes", default="unit,group")
+    parser.add_argument("--unit-max", type=int, default=1024)
+    parser.add_argument("--workdir", default=str(HERE / ".work" / "fanout"))
+    args = parser.parse_args()
+    sizes = [16, 64] if args.quick else [int(s) for s in args.sizes.split(",")]
+    backends = ["azurite"] if args.quick else args.backends.split(",")
+    modes = args.modes.split(",")
+    workdir = Path(args.workdir)
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the emulators on the way out
+    started = services(backends, workdir)
+    rows: list[dict[str, Any]] = []
+    try:
+        for backend, (_svc, root, options) in started.items():
+            for n in sizes:
+                for mode in modes:
+                    if mode == "unit" and n > args.unit_max:
+                        continue
+                    uri = f"{root}/{mode}-{n}-{uuid.uuid4().hex[:6]}"
+                    build_table(uri, options, n)
+                    row = {"backend": backend, "mode": mode, "n": n, **run(uri, options, mode)}
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+    finally:
+        for svc, _root, _options in started.values():
+            svc.stop()
+    print()
+    print("| backend | mode | N | committed | failed | commit phase (s) | log versions added |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['backend']} | {r['mode']} | {r['n']} | {r['committed']} | {r['failed']} | "
+            f"{r['commit_seconds']} | {r['versions_added']} |"
+        )
+    for backend in started:
+        for mode in modes:
+            mine = sorted((r for r in rows if r["backend"] == backend and r["mode"] == mode), key=lambda r: r["n"])
+            if len(mine) >= 2 and mine[0]["commit_seconds"]:
+                lo, hi = mine[0], mine[-1]
+                print(
+                    f"{backend} {mode}: commit phase at N={hi['n']} / N={lo['n']} = "
+                    f"{hi['commit_seconds'] / lo['commit_seconds']:.2f} (N ratio {hi['n'] / lo['n']:g})"
+                )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""The waiting room of group commit: the units of one table waiting in this process, one poller for all.
+
+A host runs many workers at once (a Functions instance a batch of queue messages, the bench a thread
+per unit). Each would poll storage for its own outcome; instead the waiting units of one table share a
+:class:`Watch`: one of them at a time lists ``_deltaextras/outcomes/`` (one request for every unit),
+reads the outcomes objects it has not read yet, watches the next log version and, when its turn is
+free, runs the committer (:mod:`deltaextras.core.group_commit`). Each committer run writes its outcomes
+in one object, read once per process. The poll interval grows from
+``poll_first`` to ``poll_max`` while nothing changes and starts again when something does.
+
+Example:
+    >>> import tempfile
+    >>> from deltaextras.core.storage import TableStorage
+    >>> watch_for(TableStorage(tempfile.mkdtemp())).waiting
+    set()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+import time
+from collections.abc import Callable
+
+from ..errors import CorruptDataError, StorageError
+from .actions import now_ms
+from .commit_policy import CommitPolicy
+from .log import commit_key
+from .staged import OUTCOME_DIR, Outcomes, UnitOutcome, written_at
+from .storage import TableStorage
+
+OUTCOMES_TTL = 3600.0  # seconds an outcomes object is kept: far beyond any unit's wait
+Turn = Callable[[int], bool]  # run the committer for a version if this process may; whether it did
+
+
+class Watch:
+    """The units of one table waiting in this process (see the module docstring)."""
+
+    def __init__(self, storage: TableStorage) -> None:
+        self.storage = storage
+        self.cond = threading.Condition()
+        self.waiting: set[str] = set()
+        self.results: dict[str, UnitOutcome] = {}
+        self.polling = False
+        self.version = 0  # the first log version not seen yet
+        self.turns: dict[int, tuple[int, float]] = {}  # version -> (generation held by another process, since)
+        self.seen: set[str] = set()  # outcomes objects read (or expired)
+        self.known: dict[str, UnitOutcome] = {}  # every outcome read, for units that register late
+        self.rng = random.Random()
+
+    def wait(self, txn_id: str, version: int, turn: Turn, policy: CommitPolicy) -> UnitOutcome | None:
+        """The outcome of the staged commit ``txn_id`` once recorded; None after ``group_wait``. Versions
+        from ``version`` on are watched; ``turn(v)`` is offered each free version ``v``. One waiting unit
+        polls; the others sleep until an outcome arrives or the poller hands over (no timed wake-ups)."""
+        deadline = time.monotonic() + policy.group_wait
+        with self.cond:
+            self.waiting.add(txn_id)
+            self.version = max(self.version, version)
+            if txn_id in self.known:  # read before this unit started waiting
+                self.results[txn_id] = self.known[txn_id]
+        try:
+            while True:
+                with self.cond:
+                    if txn_id in self.results:
+                        return self.results.pop(txn_id)
+                    if time.monotonic() >= deadline:
+                        return None
+                    if self.polling:
+                        self.cond.wait(max(0.01, deadline - time.monotonic()))
+                        continue
+                    self.polling = True
+                try:
+                    self._poll_until(txn_id, deadline, turn, policy)
+                finally:
+                    with self.cond:
+                        self.polling = False
+                        self.cond.notify_all()  # another waiting unit takes over the polling
+        finally:
+            with self.cond:
+                self.waiting.discard(txn_id)
+                self.results.pop(txn_id, None)
+
+    def _poll_until(self, txn_id: str, deadline: float, turn: Turn, policy: CommitPolicy) -> None:
+        """Poll for every waiting unit until this one's outcome is in, or its deadline."""
+        interval = policy.poll_first
+        while True:
+            changed = self._poll(turn)
+            with self.cond:
+                if txn_id in self.results or time.monotonic() >= deadline:
+                    return
+            interval = policy.poll_first if changed else min(interval * 1.5, policy.poll_max)
+            time.sleep(min(interval * self.rng.uniform(0.5, 1.0), max(0.0, deadline - time.monotonic())))
+
+    def deliver(self, decided: dict[str, UnitOutcome]) -> None:
+        """Outcomes recorded by a committer of this process, handed over without a read."""
+        with self.cond:
+            self.known.update(decided)
+            self.results.update({t: o for t, o in decided.items() if t in self.waiting})
+            self.cond.notify_all()
+
+    def _read(self, key: str) -> Outcomes | None:
+        """The outcomes at ``key`` (once per process); an object older than ``OUTCOMES_TTL`` is removed:
+        every unit it names stopped waiting long ago."""
+        at = written_at(key)
+        if at is None:
+            return None
+        if now_ms() - at > OUTCOMES_TTL * 1000:
+            with contextlib.suppress(StorageError, OSError):
+                self.storage.delete(key)
+            self.seen.add(key)
+            return None
+        try:
+            outcomes = Outcomes.decode(self.storage.read(key), key)
+        except FileNotFoundError:
+            outcomes = None
+        except CorruptDataError:
+            outcomes = None
+        self.seen.add(key)
+        return outcomes
+
+    def _poll(self, turn: Turn) -> bool:
+        """One look for every waiting unit; whether anything changed."""
+        with self.cond:
+            waiting, version = set(self.waiting), self.version
+        found: dict[str, UnitOutcome] = {}
+        try:
+            for key, _size in self.storage.list(OUTCOME_DIR):
+                if key in self.seen:
+                    continue
+                outcomes = self._read(key)
+                if outcomes is not None:
+                    self.known.update(outcomes.decided)
+                    found.update({t: o for t, o in outcomes.decided.items() if t in waiting})
+            start = version
+            while self.storage.exists(commit_key(version)):
+                version += 1
+        except (StorageError, OSError):
+            return False  # a failed poll: the next one looks again
+        with self.cond:
+            self.results.update(found)
+            self.version = max(self.version, version)
+            if found:
+                self.cond.notify_all()
+        ran = not found and turn(version)
+        return bool(found) or version > start or ran
+
+
+_watches: dict[str, Watch] = {}
+_watches_lock = threading.Lock()
+
+
+def watch_for(storage: TableStorage) -> Watch:
+    """This process's watch of the table at ``storage`` (reached with the same storage options)."""
+    key = storage.uri + "\n" + repr(sorted((storage.storage_options or {}).items()))
+    with _watches_lock:
+        watch = _watches.get(key)
+        if watch is None:
+            watch = _watches[key] = Watch(storage)
+        return watch
+
+
+__all__ = ["Watch", "watch_for"]
