@@ -166,11 +166,18 @@ class Transaction:
         """Stamp ``actions`` as an attempt of ours that a group committer will publish: a version carrying
         its ``txnId`` (in ``commitInfo.unitTxnIds``) is this transaction's commit, and the files written
         stay until it is proven that no version can carry it. Returns ``(txnId, stamped actions)``."""
-        stamped, _payload = self._stamp(actions)
+        stamped, _payload = self._stamp(actions, self.checked_to + 1)
         info = next(a for a in stamped if isinstance(a, CommitInfo))
         assert info.txn_id is not None
         self.staged.add(info.txn_id)
         return info.txn_id, stamped
+
+    def can_stage(self) -> bool:
+        """Whether a group committer may publish this transaction's commit: not on a table whose commits are
+        stamped per version (row ids handed out above the high-water mark, in-commit timestamps), which
+        commit alone."""
+        protocol, metadata = self.snapshot.protocol, self.snapshot.metadata
+        return not (row_tracking.supported(protocol) or commit_timestamps.enabled(metadata.configuration or {}))
 
     def unpublishable(self) -> None:
         """Our staged commits can no longer be published (their outcome is final, or a winner that every

@@ -165,12 +165,13 @@ def rorder_single(
     after = functools.partial(
         checkpoint_after_rewrite, storage, configuration=snap.configuration, protocol=snap.protocol
     )
-    outcome = _commit(txn, carrier, actions, outputs, hooks, group=msg.commit == "group", after_publish=after)
+    group = msg.commit == "group" and txn.can_stage()
+    outcome = _commit(txn, carrier, actions, outputs, hooks, group=group, after_publish=after)
     if not outcome.committed:
         report.reason = "already committed by a concurrent delivery of this work"
         return _finish(report, started)
     assert outcome.version is not None
-    if msg.commit != "group":  # a group committer did it once for the whole batch
+    if not group:  # a group committer did it once for the whole batch
         after(outcome.version)
     _committed(report, outcome, files, outputs, result, carrier)
     return _finish(report, started)
