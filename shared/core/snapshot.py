@@ -116,6 +116,7 @@ class TableSnapshot:
         self.metadata: Metadata = state.metadata
         self.configuration: dict[str, str] = dict(state.metadata.configuration or {})
         self.txns = state.txns
+        self.domains = dict(state.domains)
         self.schema = TableSchema.from_metadata(state.metadata)
         self.partition_columns: list[str] = list(state.metadata.partition_columns or [])
         self._dt = dt

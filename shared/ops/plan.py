@@ -23,12 +23,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.protocol import check_clustering, clustering_columns
 from ..core.snapshot import LiveFile, TableSnapshot, open_data_file
 from ..errors import InvalidArgumentError, PartitionNotFoundError
 from .layout import LAYOUT_TAG, RUN_TAG, layout_signature, row_groups_in_layout
 from .message import RorderMessage, partition_value_to_str
 from .options import RorderOptions
 from .tiers import select_files
+from .value_ranges import ValueRange, snapshot_units
 
 RANGE_SUFFIX = "_range"
 # Azure queue messages hold 64 KiB of base64, i.e. 48 KiB of JSON; keep a margin.
@@ -53,6 +55,8 @@ def resolve_unit(snapshot: TableSnapshot, by: str | None, partition_name: str | 
     else:
         ranged = [c for c in parts if c.endswith(RANGE_SUFFIX)]
         unit = ranged[0] if len(ranged) == 1 else parts[0]
+    if by is None and unit is None:
+        by = _clustering_by(snapshot)
     if by is None:
         if unit is None:
             raise InvalidArgumentError("the table is not partitioned; pass by= to name the row-group column")
@@ -62,8 +66,17 @@ def resolve_unit(snapshot: TableSnapshot, by: str | None, partition_name: str | 
                 "derived; pass by= to name it"
             )
         by = unit[: -len(RANGE_SUFFIX)]
-    snapshot.schema.column(by, "by")
+    column = snapshot.schema.column(by, "by")
+    check_clustering(snapshot.protocol, getattr(snapshot, "domains", {}), by, column.physical)
     return unit, by
+
+
+def _clustering_by(snapshot: Any) -> str | None:
+    """The row-group column of a table clustered by one column: that column (None otherwise)."""
+    columns = clustering_columns(snapshot.protocol, getattr(snapshot, "domains", {}))
+    if not columns or len(columns) != 1 or len(columns[0]) != 1:
+        return None
+    return next((c.name for c in snapshot.schema.columns if c.physical == columns[0][0]), None)
 
 
 @dataclass
@@ -77,6 +90,8 @@ class PartitionPlan:
     reason: str = ""
     # The tiered layout's figures (deltaextras.ops.tiers.TierSelection.summary); None in the full layout.
     tiers: dict[str, int] | None = None
+    # A value-range unit of a clustered or unpartitioned table (deltaextras.ops.value_ranges).
+    value_range: ValueRange | None = None
 
     @property
     def has_partition(self) -> bool:
@@ -88,6 +103,8 @@ class PartitionPlan:
 
     @property
     def label(self) -> str:
+        if self.value_range is not None:
+            return self.value_range.label
         return f"{self.partition_name}={self.partition_value}" if self.partition_name else "(table)"
 
 
@@ -143,6 +160,7 @@ def work_message(plan: Any, part: Any, files: tuple[tuple[str, int], ...] | None
         has_partition=part.has_partition,
         files=files,
         options=dataclasses.replace(plan.options, by=plan.by),
+        value_range=getattr(part, "value_range", None),
     )
     if len(msg.to_json()) > MAX_MESSAGE_JSON:
         msg = msg.with_files(None)
@@ -174,6 +192,7 @@ def plan_summary(plan: Any, parts: list[tuple[Any, int, int]]) -> dict[str, Any]
                 "bytes": p.bytes,
                 "deleted_rows": deleted,
                 **({"tiers": p.tiers} if getattr(p, "tiers", None) is not None else {}),
+                **({"range": p.value_range.to_json()} if getattr(p, "value_range", None) is not None else {}),
             }
             for p, files, deleted in parts
         ],
@@ -260,6 +279,11 @@ def plan_table(
     for c in options.unique_by:
         snap.schema.column(c, "unique_by")
     plan = TablePlan(snap.storage.uri, snap.version, unit, by_col, options, snapshot=snap)
+    if unit is None and (units := range_units(snap, by_col, options)) is not None:
+        if partitions is not None:
+            raise InvalidArgumentError("the table's units are value ranges, not partitions; leave partitions= out")
+        plan.partitions.extend(decide(snap, None, None, files, by_col, options, vr) for vr, files in units)
+        return plan
     if unit is None:
         groups: dict[str | None, list[LiveFile]] = {None: list(snap.files)} if snap.files else {}
     else:
@@ -271,17 +295,37 @@ def plan_table(
             raise partition_not_found(unit, missing[0], snap.version, groups)
         groups = {w: groups[w] for w in wanted}
     for value in sorted(groups, key=lambda v: (v is None, _sort_key(v))):
-        files = groups[value]
-        if options.layout == "tiered":
-            sel = select_files(files, snap.schema, by_col, options)
-            action = "rewrite" if sel.files else "skip"
-            plan.partitions.append(PartitionPlan(unit, value, sel.files, action, sel.reason(), sel.summary()))
-            continue
-        reason = in_layout(snap, files, by_col, options)
-        plan.partitions.append(
-            PartitionPlan(unit, value, files, "skip" if reason else "rewrite", reason or f"{len(files)} file(s)")
-        )
+        plan.partitions.append(decide(snap, unit, value, groups[value], by_col, options))
     return plan
+
+
+def decide(
+    snap: Any,
+    unit: str | None,
+    value: str | None,
+    files: list[LiveFile],
+    by: str,
+    options: RorderOptions,
+    value_range: ValueRange | None = None,
+) -> PartitionPlan:
+    """The plan of one unit (a partition, the whole table or a value range): rewrite or skip, and why."""
+    if options.layout == "tiered":
+        sel = select_files(files, snap.schema, by, options)
+        action = "rewrite" if sel.files else "skip"
+        return PartitionPlan(unit, value, sel.files, action, sel.reason(), sel.summary(), value_range)
+    reason = in_layout(snap, files, by, options)
+    action = "skip" if reason else "rewrite"
+    return PartitionPlan(unit, value, files, action, reason or f"{len(files)} file(s)", None, value_range)
+
+
+def range_units(snap: Any, by: str, options: RorderOptions) -> list[tuple[ValueRange, list[LiveFile]]] | None:
+    """The value-range units of an unpartitioned table (None: the whole table is one unit, as before)."""
+    signature = layout_signature(by, options.sort_by, options.unique_by)
+
+    def settled(f: LiveFile) -> str | None:
+        return f.tags.get(RUN_TAG) if f.tags.get(LAYOUT_TAG) == signature else None
+
+    return snapshot_units(snap, by, options.target_file_size, settled)
 
 
 def _sort_key(v: str | None) -> tuple[int, Any]:

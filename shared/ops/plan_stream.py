@@ -48,7 +48,16 @@ from ..errors import PartitionNotFoundError
 from .layout import LAYOUT_TAG, RUN_TAG, layout_signature
 from .message import RorderMessage, partition_value_to_str
 from .options import RorderOptions
-from .plan import MAX_MESSAGE_JSON, _sort_key, _table_args, in_layout, plan_summary, resolve_unit, work_message
+from .plan import (
+    MAX_MESSAGE_JSON,
+    _sort_key,
+    _table_args,
+    in_layout,
+    plan_summary,
+    plan_table,
+    resolve_unit,
+    work_message,
+)
 from .tiers import TierSelection, select_files
 
 _RECORDS = r'"numRecords"\s*:\s*(?P<n>\d+)'
@@ -181,6 +190,9 @@ def plan_table_lean(
 ) -> LeanPlan:
     """Plan every (or the named) partition of a table at one version in one streaming pass; the same
     decisions as :func:`deltaextras.ops.plan.plan_table`, in memory that grows with partitions, not files."""
+    kwargs = dict(by=by, sort_by=sort_by, unique_by=unique_by, partitions=partitions, layout=layout)
+    kwargs.update(target_file_size=target_file_size, memory_budget=memory_budget)
+    kwargs.update(max_deleted_rows_ratio=max_deleted_rows_ratio)
     uri, storage_options, version = _table_args(table, storage_options, version)
     storage = TableStorage(uri, storage_options)
     head = read_head(storage, version)
@@ -195,6 +207,8 @@ def plan_table_lean(
         layout=layout,
     )
     unit, by_col = resolve_unit(head, options.by)  # type: ignore[arg-type]
+    if unit is None:  # an unpartitioned or clustered table: value-range units (deltaextras.ops.value_ranges)
+        return plan_table(uri, **kwargs, storage_options=storage_options, version=head.version)  # type: ignore[return-value]
     for c, _ in options.sort_by:
         head.schema.column(c, "sort_by")
     for c in options.unique_by:

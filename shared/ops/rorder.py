@@ -55,10 +55,12 @@ from .pool import RunInterrupted, run_partitions
 from .report import PartitionReport, RorderReport
 from .rewrite import OutputFile, PartitionRewriter, RewriteResult
 from .tiers import select_files
+from .value_ranges import ValueRange, is_clustered_by, range_files
 
 log = logging.getLogger(__name__)
 
 Hooks = Mapping[str, Callable[..., None]]
+CLUSTERING_PROVIDER = "liquid"  # the value Spark's OPTIMIZE writes on the files it clustered
 
 
 def app_id_for(partition_name: str | None, partition_value: str | None) -> str:
@@ -148,6 +150,8 @@ def rorder_single(
         )
     unit, by = resolve_unit(snap, msg.options.by, msg.partition_name)
     label = None if unit is None else f"{unit}={msg.partition_value}"
+    if msg.value_range is not None:
+        label = msg.value_range.label
     report = PartitionReport(table=storage.uri, partition=label, status="skipped", read_version=snap.version)
 
     files = _select_files(snap, unit, msg)
@@ -160,7 +164,7 @@ def rorder_single(
             report.reason = selection.reason()
             return _finish(report, started)
         files = selection.files
-    app_id = app_id_for(unit, msg.partition_value)
+    app_id = app_id_for(unit, msg.partition_value) if msg.value_range is None else msg.value_range.app_id()
     if snap.txns.get(app_id, -1) >= snap.version:
         report.reason = f"already committed (txn {app_id} at version {snap.txns[app_id]})"
         return _finish(report, started)
@@ -186,6 +190,7 @@ def rorder_single(
             report.reason = why
             return _finish(report, started)
 
+    clustered = is_clustered_by(snap, by)  # our outputs are clustered by the table's one clustering column
     outputs, result, changes = _rewrite(snap, files, by, msg, progress, hooks.get("after_output"))
     for key in [o.key for o in outputs] + [unquote(c.path) for c in changes]:
         txn.wrote(key)
@@ -235,7 +240,7 @@ def rorder_single(
             info,
             txn_action(app_id, snap.version, ts),
             *(f.add.retire(ts, data_change=data_change) for f in files),
-            *(add_of(o, o.partition_values, ts, data_change=data_change) for o in outputs),
+            *(_clustered(add_of(o, o.partition_values, ts, data_change=data_change), clustered) for o in outputs),
             *changes,
         ]
         outcome = txn.commit(lambda _v: carrier.actions(actions))
@@ -284,6 +289,8 @@ def _scope(unit: str | None, msg: RorderMessage, by: str, data_change: bool) -> 
         ['rows repeating (k, utc_time) within k_range = 3']
     """
     where = f"{unit} = {msg.partition_value}" if unit else ""
+    if msg.value_range is not None:
+        where = msg.value_range.predicate
     if not data_change:
         return [where] if where else []
     keys = ", ".join(dict.fromkeys([by, *msg.options.unique_by]))
@@ -298,7 +305,17 @@ def _as_message(message: Any) -> RorderMessage:
     return RorderMessage.from_dict(dict(message) if isinstance(message, Mapping) else message)
 
 
+def _clustered(add: Any, clustered: bool) -> Any:
+    """An output ``add`` marked as clustered the way Spark's OPTIMIZE marks its own (``clusteringProvider``),
+    so that Spark's incremental clustering leaves it alone; only files this rewrite clustered are marked."""
+    if clustered:
+        add.extra["clusteringProvider"] = CLUSTERING_PROVIDER
+    return add
+
+
 def _select_files(snap: TableSnapshot, unit: str | None, msg: RorderMessage) -> list[LiveFile]:
+    if msg.value_range is not None:
+        return _range_files(snap, unit, msg, msg.value_range)
     if unit is None:
         if msg.has_partition and msg.partition_value is not None:
             raise MessageError(
@@ -333,6 +350,29 @@ def _select_files(snap: TableSnapshot, unit: str | None, msg: RorderMessage) -> 
             )
         chosen.append(f)
     return chosen
+
+
+def _range_files(snap: TableSnapshot, unit: str | None, msg: RorderMessage, value_range: ValueRange) -> list[LiveFile]:
+    """A value-range unit's files: the live files at the message's version whose ``by`` statistics overlap
+    its range (a file appended since the plan is not at that version: it is left for the next run), or
+    exactly the planned ``files``, each of which must be one of them."""
+    if unit is not None:
+        raise MessageError(
+            f"the table is partitioned by {unit!r}; a value-range message applies to a clustered or unpartitioned table"
+        )
+    if value_range.column != msg.options.by:
+        raise MessageError(f"message 'range' column {value_range.column!r} is not the by column {msg.options.by!r}")
+    files = range_files(snap, value_range)
+    if msg.files is None:
+        return files
+    live = {f.path: f for f in files}
+    for path, _size in msg.files:
+        if path not in live:
+            raise CommitConflictError(
+                f"planned file {path} is not a live file of {value_range.label} at version {snap.version}; "
+                "the plan is stale or for another unit. Plan again"
+            )
+    return [live[p] for p, _ in msg.files]
 
 
 def _rewrite(
@@ -515,9 +555,8 @@ def rorder(
     options = _plan_storage_options(dt_or_uri, storage_options)
     report = RorderReport()
     for p in plan.skipped():
-        skipped = PartitionReport(
-            plan.uri, None if p.partition_name is None else p.label, "skipped", p.reason, plan.version
-        )
+        named = p.partition_name is not None or p.value_range is not None
+        skipped = PartitionReport(plan.uri, p.label if named else None, "skipped", p.reason, plan.version)
         report.partitions.append(skipped)
         if progress:
             progress(skipped)
