@@ -60,7 +60,10 @@ from .value_ranges import ValueRange, is_clustered_by, range_files
 log = logging.getLogger(__name__)
 
 Hooks = Mapping[str, Callable[..., None]]
-CLUSTERING_PROVIDER = "liquid"  # the value Spark's OPTIMIZE writes on the files it clustered
+# ``clusteringProvider`` of our outputs on a clustered table: the clustering implementation that wrote them.
+# Spark's OPTIMIZE (not FULL) re-clusters only files without a provider or with its own ("liquid"), so it
+# leaves these alone; OPTIMIZE FULL re-clusters them as it does every file.
+CLUSTERING_PROVIDER = "deltaextras"
 
 
 def app_id_for(partition_name: str | None, partition_value: str | None) -> str:
@@ -306,8 +309,9 @@ def _as_message(message: Any) -> RorderMessage:
 
 
 def _clustered(add: Any, clustered: bool) -> Any:
-    """An output ``add`` marked as clustered the way Spark's OPTIMIZE marks its own (``clusteringProvider``),
-    so that Spark's incremental clustering leaves it alone; only files this rewrite clustered are marked."""
+    """An output ``add`` marked as clustered, as Spark's OPTIMIZE marks its own (``clusteringProvider``), under
+    our provider name so that Spark's incremental clustering leaves it alone; only files this rewrite
+    clustered are marked."""
     if clustered:
         add.extra["clusteringProvider"] = CLUSTERING_PROVIDER
     return add
