@@ -126,6 +126,23 @@ def _vector_files(storage: TableStorage, snap: Any, hours: float, dry_run: bool)
     return doomed
 
 
+def _expired_data_files(storage: TableStorage, snap: Any, hours: float, dry_run: bool) -> list[str]:
+    """The data files deltalake's default ("lite") vacuum deletes, found without it: files a ``remove``
+    retired before the retention cutoff, that no later ``remove`` names and that are not live again."""
+    cutoff = now_ms() - int(hours * 3_600_000)
+    live = {f.key for f in snap.files}
+    expired: set[str] = set()
+    recent: set[str] = set()
+    for remove in _removes(storage):
+        key = snap.live_file(Add(path=remove.path)).key
+        (expired if int(remove.deletion_timestamp or 0) < cutoff else recent).add(key)
+    doomed = sorted(k for k in expired - recent - live if not k.startswith(LOG_DIR) and storage.exists(k))
+    if not dry_run:
+        for key in doomed:
+            storage.delete(key)
+    return doomed
+
+
 @dataclass
 class VacuumReport:
     """What :func:`vacuum` deleted (or, in a dry run, would delete): keys relative to the table root."""
@@ -179,6 +196,10 @@ def vacuum(
     from deltalake.exceptions import DeltaError
 
     uri, storage, snap, hours = _open(table, storage_options, retention_hours)
+    if snap.protocol.has_feature("clustering"):  # deltalake does not write clustered tables: expire them here
+        data = _expired_data_files(storage, snap, hours, dry_run)
+        vectors = _vector_files(storage, snap, hours, dry_run)
+        return VacuumReport(table=uri, retention_hours=hours, dry_run=dry_run, data_files=data, vector_files=vectors)
     root = storage.deltalake_uri.rstrip("/") + "/"
     try:
         from deltalake import DeltaTable
