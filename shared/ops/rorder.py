@@ -49,6 +49,7 @@ from ..errors import (
 from .carry import Carrier
 from .changes import ChangeSink, as_deletes, change_data_feed_enabled
 from .checkpoint import checkpoint_after_rewrite
+from .layout import LAYOUT_TAG, layout_signature
 from .message import RorderMessage
 from .plan import in_layout, partition_not_found, plan_table, resolve_unit
 from .pool import RunInterrupted, run_partitions
@@ -368,6 +369,11 @@ def _range_files(snap: TableSnapshot, unit: str | None, msg: RorderMessage, valu
         raise MessageError(f"message 'range' column {value_range.column!r} is not the by column {msg.options.by!r}")
     files = range_files(snap, value_range)
     if msg.files is None:
+        if value_range.cuts:  # a cut unit rewrites the fresh files only: those not in this layout
+            signature = layout_signature(
+                msg.options.by or value_range.column, msg.options.sort_by, msg.options.unique_by
+            )
+            return [f for f in files if f.tags.get(LAYOUT_TAG) != signature]
         return files
     live = {f.path: f for f in files}
     for path, _size in msg.files:
@@ -411,6 +417,7 @@ def _rewrite(
                 progress=progress,
                 on_output=on_output,
                 on_duplicates=sink.write if sink is not None else None,
+                cuts=msg.value_range.cuts if msg.value_range is not None else (),
             )
             try:
                 res = rw.run()

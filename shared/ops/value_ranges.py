@@ -25,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -61,6 +62,9 @@ class ValueRange:
     low: int | str | None
     high: int | str | None
     nulls: bool = False
+    # A cut unit: values at which its output files must end (its files are the fresh ones only; they are
+    # cut to lie each within one settled file's range, which the next plan merges them into).
+    cuts: tuple[Any, ...] = ()
 
     @property
     def label(self) -> str:
@@ -91,7 +95,8 @@ class ValueRange:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {"column": self.column, "low": self.low, "high": self.high, "nulls": self.nulls}
+        out = {"column": self.column, "low": self.low, "high": self.high, "nulls": self.nulls}
+        return {**out, "cuts": list(self.cuts)} if self.cuts else out
 
     @classmethod
     def from_json(cls, data: Any) -> ValueRange:
@@ -105,9 +110,11 @@ class ValueRange:
         """
         if not isinstance(data, dict):
             raise MessageError("message 'range' must be an object with column, low, high and nulls")
-        unknown = sorted(set(data) - {"column", "low", "high", "nulls"})
+        unknown = sorted(set(data) - {"column", "low", "high", "nulls", "cuts"})
         if unknown:
-            raise MessageError(f"message 'range' key {unknown[0]!r} is not known (known: column, high, low, nulls)")
+            raise MessageError(
+                f"message 'range' key {unknown[0]!r} is not known (known: column, cuts, high, low, nulls)"
+            )
         column, low, high, nulls = data.get("column"), data.get("low"), data.get("high"), data.get("nulls", False)
         if not isinstance(column, str) or not column:
             raise MessageError("message 'range' needs 'column': the row-group column as a non-empty string")
@@ -121,7 +128,17 @@ class ValueRange:
             raise MessageError("message 'range' needs both low and high, or neither with nulls true")
         if low is not None and (type(low) is not type(high) or low > high):
             raise MessageError(f"message 'range' must have low <= high, got low {low!r} and high {high!r}")
-        return cls(column, low, high, nulls)
+        cuts = data.get("cuts", [])
+        if not isinstance(cuts, list) or len(cuts) > 100_000:
+            raise MessageError("message 'range' 'cuts' must be a list of values")
+        if cuts and (
+            low is None
+            or any(type(c) is not type(low) for c in cuts)
+            or any(a >= b for a, b in itertools.pairwise(cuts))
+            or not low < cuts[0] <= cuts[-1] <= high
+        ):
+            raise MessageError("message 'range' 'cuts' must be ascending values of the range's type above low")
+        return cls(column, low, high, nulls, tuple(cuts))
 
 
 def _sql(v: Any) -> str:
@@ -214,8 +231,31 @@ def plan_units(
         lows = true_lo[ix][true_lo[ix] >= 0]
         nulls = bool((bounds.nulls[ix] > 0).any())
         low = values[int(lows.min())] if len(lows) else None
-        out.append((ValueRange(column, low, values[hi] if hi >= 0 else None, nulls), np.sort(ix)))
+        cut = _cut(ix, bounds, run, true_lo, values, target)
+        ix, cuts = cut if cut is not None else (ix, [])
+        out.append((ValueRange(column, low, values[hi] if hi >= 0 else None, nulls, tuple(cuts)), np.sort(ix)))
     return out
+
+
+def _cut(
+    ix: np.ndarray,
+    bounds: FileBounds,
+    run: np.ndarray,
+    true_lo: np.ndarray,
+    values: list[Any],
+    target: int,
+) -> tuple[np.ndarray, list[Any]] | None:
+    """A unit over twice the target whose fresh files span several settled files is rewritten as a cut
+    unit: only its fresh files, cut at the settled files' lower bounds, so that the next plan finds each
+    piece inside one settled file's range (None: the unit is rewritten whole)."""
+    if int(bounds.size[ix].sum()) <= 2 * target:
+        return None
+    fresh = ix[run[ix] < 0]
+    settled = ix[(run[ix] >= 0) & (true_lo[ix] >= 0)]
+    if not len(fresh) or len(settled) < 2:
+        return None
+    cuts = sorted({values[int(r)] for r in true_lo[settled]})[1:]
+    return (fresh, cuts) if cuts else None
 
 
 def _joins(cur_bytes: int, cur_run: int, b: int, r: int, target: int) -> bool:
@@ -383,7 +423,7 @@ def snapshot_units(
     if bounds is None:
         return None
     units = plan_units(bounds, by, target=target, run=run_codes(files, settled))
-    if not clustered and len(units) <= 1:
+    if not clustered and len(units) <= 1 and not any(vr.cuts for vr, _ in units):
         return None
     return [(vr, [files[int(i)] for i in ix]) for vr, ix in units]
 
