@@ -230,3 +230,32 @@ def test_a_week_of_growth_keeps_units_within_twice_the_target(tmp_path: Path) ->
     table = DeltaTable(path).to_pyarrow_table()
     assert table.num_rows == expected_rows
     assert json.dumps(sorted(set(table.column("node_id").to_pylist()))) == json.dumps(list(range(80)))
+
+
+# ------------------------------------------------------------------------------------- adapters
+def test_cli_and_worker_handle_range_units(tmp_path: Path, capsys: Any) -> None:
+    from deltaextras.app import work
+    from deltaextras.app.cli import main
+    from deltaextras.app.config import AppConfig
+    from deltaextras.app.dispatch import dispatch
+
+    path = str(tmp_path / "t")
+    _sensor_table(path)
+    before = checksum(path)
+    target = str(2 * max(f.size for f in TableSnapshot.load(path).files) + 1)
+    assert main(["plan", path, "--by", "node_id", "--target-file-size", target]) == 0
+    out = capsys.readouterr().out
+    assert "units by value ranges" in out and "node_id in [0, 39]" in out
+    # the orchestrator sends range messages; the worker commits them
+    config = AppConfig.from_env(
+        {"DELTAEXTRAS_TABLES": json.dumps([{"uri": path, "by": "node_id", "target_file_size": int(target)}])}
+    )
+    sent: list[str] = []
+    dispatch(config, lambda bodies: sent.extend(bodies) or [None] * len(bodies))
+    assert len(sent) == 3
+    outcomes = [work.handle(body, config) for body in sent]
+    assert [o.status for o in outcomes] == ["committed"] * 3
+    assert outcomes[0].partition == "node_id in [0, 39]"
+    assert checksum(path) == before
+    assert main(["run", path, "--by", "node_id", "--target-file-size", target]) == 0
+    assert "0 committed" in capsys.readouterr().out

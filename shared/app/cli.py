@@ -346,7 +346,7 @@ def _layout_figures(path: str, read_amplification: Any) -> dict[str, float]:
 
 # ---------------------------------------------------------------------- rendering
 def _render_plan(plan: Any) -> None:
-    print(f"{plan.uri} at version {plan.version}: by {plan.by}, units by {plan.partition_name or '(whole table)'}")
+    print(f"{plan.uri} at version {plan.version}: by {plan.by}, units by {_units(plan)}")
     for p in plan.partitions:
         deleted = sum(f.deleted_rows for f in p.files)
         extra = f", {deleted} deleted rows" if deleted else ""
@@ -439,3 +439,10 @@ def _interrupted() -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def _units(plan: Any) -> str:
+    """What cuts a plan's table into units: the partition column, value ranges or nothing."""
+    if plan.partition_name:
+        return str(plan.partition_name)
+    return "value ranges" if any(getattr(p, "value_range", None) for p in plan.partitions) else "(whole table)"
