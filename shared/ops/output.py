@@ -161,7 +161,10 @@ class OutputWriter:
         self._sink = pa.OSFile(self._local_path, "wb")
         self._writer = pq.ParquetWriter(self._sink, self.rw.target, **self.props)
         self._stats = StatsCollector(
-            self.rw.target, indexed_columns=self.rw.indexed_columns, stats_columns=self.rw.stats_columns
+            self.rw.target,
+            indexed_columns=self.rw.indexed_columns,
+            stats_columns=self.rw.stats_columns,
+            always=(self.rw.by,),
         )
         self._rows = self._groups = 0
 
