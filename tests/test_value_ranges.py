@@ -259,3 +259,21 @@ def test_cli_and_worker_handle_range_units(tmp_path: Path, capsys: Any) -> None:
     assert checksum(path) == before
     assert main(["run", path, "--by", "node_id", "--target-file-size", target]) == 0
     assert "0 committed" in capsys.readouterr().out
+
+
+def test_spark_task_runs_range_messages(tmp_path: Path) -> None:
+    """What each rorder_spark task runs (run_message_batch), fed range messages."""
+    from deltaextras import plan_messages
+    from deltaextras.app.spark import run_message_batch
+
+    path = str(tmp_path / "t")
+    _sensor_table(path)
+    before = checksum(path)
+    target = 2 * max(f.size for f in TableSnapshot.load(path).files) + 1
+    messages = plan_messages(path, by="node_id", target_file_size=target)
+    assert len(messages) == 3 and all("range" in m for m in messages)
+    batch = pa.record_batch({"message": [json.dumps(m) for m in messages]})
+    reports = run_message_batch(batch, None).to_pylist()
+    assert [r["status"] for r in reports] == ["committed"] * 3
+    assert reports[0]["partition"] == "node_id in [0, 39]"
+    assert checksum(path) == before
