@@ -257,9 +257,7 @@ def rorder_spark(
     done = run_messages_spark(spark, messages, storage_options=executor_options, max_tasks=max_tasks)
     reports = {id(p): r for p, r in zip(to_rewrite, done, strict=True)}
     ordered = [
-        reports[id(p)]
-        if id(p) in reports
-        else PartitionReport(plan.uri, _label(p), "skipped", p.reason, plan.version)
+        reports[id(p)] if id(p) in reports else PartitionReport(plan.uri, _label(p), "skipped", p.reason, plan.version)
         for p in plan.partitions
     ]
     result = RorderReport(ordered)
