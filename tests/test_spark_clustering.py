@@ -22,7 +22,9 @@ from deltalake import DeltaTable
 from oracle import assert_engines_agree, content_checksum
 from test_spark_racer import KEEP_LIVE, SEED, Ledger, our_delete, spark_side
 
+from deltaextras.core.log import list_log
 from deltaextras.core.snapshot import TableSnapshot
+from deltaextras.core.storage import TableStorage
 from deltaextras.errors import UnsupportedFeatureError
 from deltaextras.ops.plan import plan_table
 from deltaextras.ops.rorder import rorder
@@ -178,8 +180,17 @@ def test_delete_vacuum_and_checkpoint_on_a_clustered_table(delta_spark: Any, spa
     assert rows == 0
     vacuum(uri, retention_hours=0, dry_run=False)
     expected = assert_engines_agree(uri, delta_spark=delta_spark, sail=spark)
+    first = DeltaTable(uri).version()
     assert rorder(uri, target_file_size=TARGET, max_workers=1).partitions
     assert assert_engines_agree(uri, delta_spark=delta_spark, sail=spark, expected=expected) == expected
+    # checkpoints written after our commits keep the clustering domain and our clustering provider
+    delta_spark.sql(f"INSERT INTO delta.`{uri}` SELECT 1, timestamp_seconds(1), 1.0, 'x' FROM range(1)")
+    for _ in range(3):
+        delete(uri, "node_id = 1")
+    checkpoints = list_log(TableStorage(uri)).checkpoints
+    assert any(v > first for v in checkpoints), checkpoints
+    assert any(a.get("clusteringProvider") == "deltaextras" for a in _adds(uri))
+    assert assert_engines_agree(uri, delta_spark=delta_spark, sail=spark)
     assert delta_spark.sql(f"DESCRIBE DETAIL delta.`{uri}`").collect()[0]["clusteringColumns"] == ["node_id"]
 
 

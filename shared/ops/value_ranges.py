@@ -212,7 +212,9 @@ def plan_units(
     ends = np.append(starts[1:], n)
     size = bounds.size[order]
     comp_bytes = np.add.reduceat(size, starts)
-    comp_run = [_one_run(run[order][a:b]) for a, b in zip(starts, ends, strict=True)]
+    run_s = run[order]
+    one = np.minimum.reduceat(run_s, starts) == np.maximum.reduceat(run_s, starts)
+    comp_run = np.where(one, np.minimum.reduceat(run_s, starts), -1).tolist()  # the run of a settled component
     units: list[tuple[int, int]] = []  # component index ranges [first, last]
     cur_first, cur_bytes, cur_run = 0, int(comp_bytes[0]), comp_run[0]
     for c in range(1, len(starts)):
@@ -268,24 +270,23 @@ def _joins(cur_bytes: int, cur_run: int, b: int, r: int, target: int) -> bool:
     return True
 
 
-def _one_run(codes: np.ndarray) -> int:
-    return int(codes[0]) if len(codes) and codes[0] >= 0 and (codes == codes[0]).all() else -1
-
-
 def _ranks(bounds: FileBounds) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Any]]:
     """Each file's low (for ordering, then its own) and high as ranks among every bound (-1: none); a
     file holding nulls orders at -1 (nulls sort first), a file of nulls only has high -1."""
     lo, hi = bounds.low, bounds.high
     present = np.array([v is not None for v in lo], dtype=bool)
-    values = np.unique(np.concatenate([lo[present], hi[present]])) if present.any() else np.array([], dtype=object)
-    lo_rank = np.full(len(lo), -1, dtype=np.int64)
-    hi_rank = np.full(len(lo), -1, dtype=np.int64)
+    lo, hi = lo[present], hi[present]
+    if all(isinstance(v, int) for v in lo) and all(isinstance(v, int) for v in hi):
+        lo, hi = lo.astype(np.int64), hi.astype(np.int64)  # integers: ranked in C, not by Python comparisons
+    values = np.unique(np.concatenate([lo, hi])) if present.any() else np.array([], dtype=object)
+    lo_rank = np.full(len(present), -1, dtype=np.int64)
+    hi_rank = np.full(len(present), -1, dtype=np.int64)
     if present.any():
-        lo_rank[present] = np.searchsorted(values, lo[present])
-        hi_rank[present] = np.searchsorted(values, hi[present])
+        lo_rank[present] = np.searchsorted(values, lo)
+        hi_rank[present] = np.searchsorted(values, hi)
     true_lo = lo_rank.copy()
     lo_rank[bounds.nulls > 0] = -1
-    return lo_rank, true_lo, hi_rank, list(values)
+    return lo_rank, true_lo, hi_rank, values.tolist()
 
 
 # ------------------------------------------------------------------------------- statistics of files
