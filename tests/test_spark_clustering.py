@@ -185,8 +185,8 @@ def test_delete_vacuum_and_checkpoint_on_a_clustered_table(delta_spark: Any, spa
     assert assert_engines_agree(uri, delta_spark=delta_spark, sail=spark, expected=expected) == expected
     # checkpoints written after our commits keep the clustering domain and our clustering provider
     delta_spark.sql(f"INSERT INTO delta.`{uri}` SELECT 1, timestamp_seconds(1), 1.0, 'x' FROM range(1)")
-    for _ in range(3):
-        delete(uri, "node_id = 1")
+    for node in (1, 2, 3):  # three commits of ours: one lands on the checkpoint interval
+        delete(uri, f"node_id = {node}")
     checkpoints = list_log(TableStorage(uri)).checkpoints
     assert any(v > first for v in checkpoints), checkpoints
     assert any(a.get("clusteringProvider") == "deltaextras" for a in _adds(uri))
@@ -229,7 +229,7 @@ def test_spark_races_range_units(delta_spark: Any, tmp_path: Path) -> None:
             stop.set()
 
     threads = [
-        threading.Thread(target=guarded, args=(spark_side, delta_spark, uri, ledger, random.Random(SEED + 3), stop)),
+        threading.Thread(target=guarded, args=(spark_side, delta_spark, uri, ledger, random.Random(SEED + 6), stop)),
         threading.Thread(target=guarded, args=(_our_range_rorder, uri, ledger, stop)),
         threading.Thread(target=guarded, args=(our_delete, uri, ledger, random.Random(SEED + 4), stop)),
     ]
@@ -257,4 +257,5 @@ def test_spark_races_range_units(delta_spark: Any, tmp_path: Path) -> None:
         assert content_checksum(got) == content_checksum(expected), name
     print("range racer figures:", dict(ledger.commits), dict(ledger.conflicts))
     assert ledger.commits["ours:rorder"] > 0
+    assert sum(v for k, v in ledger.commits.items() if k.startswith("spark:")) >= 3
     assert delta_spark.sql(f"DESCRIBE DETAIL delta.`{uri}`").collect()[0]["clusteringColumns"] == ["node"]
