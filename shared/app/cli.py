@@ -368,7 +368,7 @@ def _layout_figures(path: str, read_amplification: Any) -> dict[str, float]:
 
 # ---------------------------------------------------------------------- rendering
 def _render_plan(plan: Any) -> None:
-    print(f"{plan.uri} at version {plan.version}: by {plan.by}, units by {plan.partition_name or '(whole table)'}")
+    print(f"{plan.uri} at version {plan.version}: by {plan.by}, units by {_units(plan)}")
     for p in plan.partitions:
         extra = f", {p.deleted_rows} deleted rows" if p.deleted_rows else ""
         print(f"  {p.label:<30} {p.action:<8} {p.file_count:>6} files {p.bytes / 2**20:>9.2f} MiB{extra}  {p.reason}")
@@ -482,3 +482,10 @@ def _interrupted() -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def _units(plan: Any) -> str:
+    """What cuts a plan's table into units: the partition column, value ranges or nothing."""
+    if plan.partition_name:
+        return str(plan.partition_name)
+    return "value ranges" if any(getattr(p, "value_range", None) for p in plan.partitions) else "(whole table)"

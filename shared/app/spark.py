@@ -257,9 +257,7 @@ def rorder_spark(
     done = run_messages_spark(spark, messages, storage_options=executor_options, max_tasks=max_tasks)
     reports = {id(p): r for p, r in zip(to_rewrite, done, strict=True)}
     ordered = [
-        reports[id(p)]
-        if id(p) in reports
-        else PartitionReport(plan.uri, None if p.partition_name is None else p.label, "skipped", p.reason, plan.version)
+        reports[id(p)] if id(p) in reports else PartitionReport(plan.uri, _label(p), "skipped", p.reason, plan.version)
         for p in plan.partitions
     ]
     result = RorderReport(ordered)
@@ -270,3 +268,8 @@ def rorder_spark(
         )
     rows = [tuple(r.to_dict()[name] for name in REPORT_SCHEMA.names) for r in ordered]
     return spark.createDataFrame(rows, schema=report_struct_type())
+
+
+def _label(part: Any) -> str | None:
+    """A skipped unit's label: the partition or value range (None for the whole table)."""
+    return part.label if part.partition_name is not None or getattr(part, "value_range", None) else None

@@ -197,7 +197,9 @@ def handle(
         table = config.table(data["path"])
         out.table = table.uri
         msg = RorderMessage.from_dict({**table.message_defaults(), **data, "path": table.uri})
-        if msg.has_partition:
+        if msg.value_range is not None:
+            out.partition = msg.value_range.label
+        elif msg.has_partition:
             name = msg.partition_name or "partition_value"  # the column is known once the table is read
             out.partition = f"{name}={msg.partition_value}"
         report = rorder_single(msg, storage_options=table.storage_options, hooks=hooks)

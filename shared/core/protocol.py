@@ -11,8 +11,13 @@ Example:
 
 from __future__ import annotations
 
-from ..errors import UnsupportedFeatureError
-from .actions import Protocol
+import json
+from collections.abc import Mapping
+
+from ..errors import CorruptDataError, UnsupportedFeatureError
+from .actions import DomainMetadata, Protocol
+
+CLUSTERING_DOMAIN = "delta.clustering"
 
 READER_FEATURES = {
     "columnMapping",
@@ -37,9 +42,10 @@ WRITER_FEATURES = READER_FEATURES | {
     "rowTracking",
     # commits carry a monotonic in-commit timestamp (core.commit_timestamps)
     "inCommitTimestamp",
+    # clustered by the row-group column: value-range units, outputs marked as ours (ops.value_ranges)
+    "clustering",
 }
 _WHY = {
-    "clustering": "the rewrite would break the liquid clustering layout",
     "liquid": "the rewrite would break the liquid clustering layout",
     "coordinatedCommits-preview": "commits must go through the table's commit coordinator",
     "catalogOwned-preview": "commits must go through the owning catalog",
@@ -111,3 +117,54 @@ def refusal_reason(name: str) -> str:
 def has_feature(protocol: Protocol, name: str) -> bool:
     """Whether a table feature is named in the protocol (reader or writer list)."""
     return protocol.has_feature(name)
+
+
+def clustering_columns(protocol: Protocol, domains: Mapping[str, DomainMetadata]) -> list[list[str]] | None:
+    """The clustering columns of a clustered table (physical names, each a path of field names), from the
+    ``delta.clustering`` domain; None when the table is not clustered (no ``clustering`` feature).
+
+    Example:
+        >>> dm = DomainMetadata("delta.clustering", '{"clusteringColumns": [["node_id"]]}')
+        >>> clustering_columns(Protocol(1, 7, None, ["clustering"]), {"delta.clustering": dm})
+        [['node_id']]
+        >>> clustering_columns(Protocol(1, 7, None, ["domainMetadata"]), {}) is None
+        True
+    """
+    if not protocol.has_feature("clustering"):
+        return None
+    domain = domains.get(CLUSTERING_DOMAIN)
+    if domain is None or domain.removed or not domain.configuration:
+        return []
+    try:
+        columns = json.loads(domain.configuration).get("clusteringColumns") or []
+    except (ValueError, AttributeError):
+        raise CorruptDataError(f"the {CLUSTERING_DOMAIN} domain metadata is not a JSON object") from None
+    if not isinstance(columns, list) or not all(
+        isinstance(c, list) and c and all(isinstance(p, str) for p in c) for c in columns
+    ):
+        raise CorruptDataError(f"the {CLUSTERING_DOMAIN} domain metadata holds malformed clusteringColumns")
+    return [list(c) for c in columns]
+
+
+def check_clustering(protocol: Protocol, domains: Mapping[str, DomainMetadata], by: str, by_physical: str) -> bool:
+    """Whether the table is clustered by ``by`` alone (True), or not clustered at all (False); a table
+    clustered by other columns is refused by name, nothing written.
+
+    Example:
+        >>> dm = DomainMetadata("delta.clustering", '{"clusteringColumns": [["site"], ["node_id"]]}')
+        >>> check_clustering(Protocol(1, 7, None, ["clustering"]), {"delta.clustering": dm}, "node_id", "node_id")
+        Traceback (most recent call last):
+        ...
+        deltaextras.errors.UnsupportedFeatureError: the table is clustered by (site, node_id), ...
+    """
+    columns = clustering_columns(protocol, domains)
+    if not columns:
+        return False
+    if columns == [[by_physical]]:
+        return True
+    names = ", ".join(".".join(c) for c in columns)
+    raise UnsupportedFeatureError(
+        f"the table is clustered by ({names}), which deltaextras cannot honour (a rewrite by {by!r} would break "
+        "that clustering layout); nothing was written. rorder rewrites a clustered table only when it is "
+        "clustered by the by column alone"
+    )

@@ -68,13 +68,17 @@ class StatsCollector:
         *,
         indexed_columns: int = DEFAULT_INDEXED_COLUMNS,
         stats_columns: list[str] | None = None,
+        always: tuple[str, ...] = (),
     ) -> None:
-        leaves = _leaves(list(schema))
+        every = _leaves(list(schema))
+        leaves = every
         if stats_columns:
             wanted = set(stats_columns)
             leaves = [lf for lf in leaves if ".".join(lf[0]) in wanted or lf[0][0] in wanted]
         elif indexed_columns >= 0:
             leaves = leaves[:indexed_columns]
+        # columns that always get statistics (a clustering column must, and value ranges are planned by them)
+        leaves += [lf for lf in every if lf[0][0] in always and lf not in leaves]
         self._leaves = [_Leaf(p, t) for p, t in leaves]
         self.num_records = 0
 

@@ -1,11 +1,13 @@
 """The work message: one partition of one table to rewrite, as JSON (and base64 JSON on queues).
 
-Schema version 1. Keys (all but ``path`` optional):
+Schema version 2 (version 1 is every message without ``range``; both are read). Keys (all but ``path``
+optional):
 
 =====================  ===========================================  ==========================================
 key                    type                                         meaning
 =====================  ===========================================  ==========================================
-message_version        int (1)                                      schema version; absent = 1 (legacy)
+message_version        int (1 or 2)                                 schema version; absent = 1 (legacy); 2
+                                                                    when ``range`` is present
 path                   str                                          table URI (local path, file://, abfss://,
                                                                     az://, s3://)
 version                int in [0, 2^63 - 1]                         table version the plan was made at;
@@ -16,6 +18,12 @@ partition_value        str, int (at most 38 digits), finite float,  partition va
                        bool or null
 files                  list of [path, size] or null (size a long)   the planned inputs; absent: every live
                                                                     file of the partition at ``version``
+range                  {column, low, high, nulls} (version 2)       a value-range unit of a clustered or
+                                                                    unpartitioned table: its files are the
+                                                                    live files at ``version`` whose ``by``
+                                                                    statistics overlap low..high (inclusive;
+                                                                    nulls: null rows belong to it), see
+                                                                    :mod:`deltaextras.ops.value_ranges`
 by                     str                                          row-group column (default: partition
                                                                     column minus ``_range``)
 sort_by                str, list of str or [col, order] pairs       order inside a value
@@ -52,8 +60,10 @@ from typing import Any
 
 from ..errors import InvalidArgumentError, MessageError, shown
 from .options import MAX_LONG, RorderOptions  # versions and sizes are Delta/Parquet longs
+from .value_ranges import ValueRange
 
-MESSAGE_VERSION = 1
+MESSAGE_VERSION = 2
+LEGACY_MESSAGE_VERSION = 1  # every message without a value range is written (and read) as version 1
 # Azure queue messages hold 64 KiB of base64, i.e. 48 KiB of JSON; a plan lists a unit's files in its
 # message while the message stays under this many characters (keeping a margin).
 MAX_MESSAGE_JSON = 40_000
@@ -78,6 +88,7 @@ _KNOWN = {
     "max_deleted_rows_ratio",
     "layout",
     "commit",
+    "range",
 }
 # A run of at least this many units of one table commits them through a group commit (measured: bench/README.md)
 GROUP_COMMIT_FROM = 16
@@ -99,6 +110,8 @@ class RorderMessage:
     options: RorderOptions = field(default_factory=RorderOptions)
     # "group": stage the commit for a group committer (deltaextras.core.group_commit); None/"unit": alone
     commit: str | None = None
+    # A value-range unit (a clustered or unpartitioned table), None for a partition or the whole table.
+    value_range: ValueRange | None = None
 
     # ------------------------------------------------------------------ parsing
     @classmethod
@@ -119,11 +132,13 @@ class RorderMessage:
                 f"message key {unknown[0]!r} is not known (known keys: {', '.join(sorted(_KNOWN))}); "
                 "fix the producer or upgrade deltaextras"
             )
-        mv = data.get("message_version", MESSAGE_VERSION)
-        if _not_int(mv) or mv != MESSAGE_VERSION:
+        mv = data.get("message_version", LEGACY_MESSAGE_VERSION)
+        if _not_int(mv) or mv not in (LEGACY_MESSAGE_VERSION, MESSAGE_VERSION):
             raise MessageError(
-                f"message_version {shown(mv)} is not supported (this deltaextras reads version {MESSAGE_VERSION})"
+                f"message_version {shown(mv)} is not supported (this deltaextras reads versions "
+                f"{LEGACY_MESSAGE_VERSION} and {MESSAGE_VERSION})"
             )
+        value_range = _parse_range(data, mv)
         path = data.get("path")
         if not isinstance(path, str) or not path.strip():
             got = "" if path is None else f", got {_got(path)}"
@@ -153,7 +168,9 @@ class RorderMessage:
         if commit is not None and commit not in COMMIT_MODES:
             raise MessageError(f"message 'commit' must be one of {', '.join(COMMIT_MODES)}, got {shown(commit)}")
         try:
-            options = RorderOptions.from_mapping(data)
+            options = RorderOptions.from_mapping(
+                data if value_range is None or data.get("by") is not None else {**data, "by": value_range.column}
+            )
         except InvalidArgumentError as exc:
             raise MessageError(f"message options are invalid: {exc}") from None
         return cls(
@@ -165,6 +182,7 @@ class RorderMessage:
             files=files,
             options=options,
             commit=commit,
+            value_range=value_range,
         )
 
     @classmethod
@@ -190,7 +208,10 @@ class RorderMessage:
             >>> RorderMessage.from_dict({"path": "/t", "version": 1}).to_dict()["version"]
             1
         """
-        out: dict[str, Any] = {"message_version": MESSAGE_VERSION, "path": self.path}
+        version = LEGACY_MESSAGE_VERSION if self.value_range is None else MESSAGE_VERSION
+        out: dict[str, Any] = {"message_version": version, "path": self.path}
+        if self.value_range is not None:
+            out["range"] = self.value_range.to_json()
         if self.version is not None:
             out["version"] = self.version
         if self.partition_name is not None:
@@ -239,6 +260,7 @@ class RorderMessage:
             files=files,
             options=self.options,
             commit=self.commit,
+            value_range=self.value_range,
         )
 
     def with_commit(self, commit: str | None) -> RorderMessage:
@@ -253,7 +275,9 @@ class RorderMessage:
     def describe(self) -> str:
         """Short human label: ``table[partition=value]@version``."""
         part = ""
-        if self.has_partition:
+        if self.value_range is not None:
+            part = f"[{self.value_range.label}]"
+        elif self.has_partition:
             part = f"[{self.partition_name or '?'}={self.partition_value}]"
         at = f"@{self.version}" if self.version is not None else ""
         return f"{self.path}{part}{at}"
@@ -272,6 +296,33 @@ def partition_value_to_str(value: Any) -> str | None:
         return "true" if value else "false"
     _check_partition_value(value)
     return str(value)
+
+
+def _parse_range(data: dict[str, Any], version: int) -> ValueRange | None:
+    """The value-range unit of a version 2 message (None when absent).
+
+    Example:
+        >>> _parse_range({"range": {"column": "k", "low": 0, "high": 9}}, 1)
+        Traceback (most recent call last):
+        ...
+        deltaextras.errors.MessageError: message key 'range' needs message_version 2 (got 1)
+    """
+    if "range" not in data:
+        if version == MESSAGE_VERSION:
+            raise MessageError(
+                f"message_version {MESSAGE_VERSION} is the value-range unit and needs 'range'; a partition's "
+                f"message is version {LEGACY_MESSAGE_VERSION}"
+            )
+        return None
+    if version < MESSAGE_VERSION:
+        raise MessageError(f"message key 'range' needs message_version {MESSAGE_VERSION} (got {version})")
+    if "partition_value" in data or data.get("partition_name") is not None:
+        raise MessageError("a message names either a partition or a value 'range', not both")
+    value_range = ValueRange.from_json(data["range"])
+    by = data.get("by")
+    if by is not None and by != value_range.column:
+        raise MessageError(f"message 'range' column {value_range.column!r} is not the by column {by!r}")
+    return value_range
 
 
 def _not_int(v: Any) -> bool:

@@ -131,6 +131,24 @@ class OutputWriter:
         self._stats: StatsCollector | None = None
         self._rows = 0
         self._groups = 0
+        self._next_cut = 0  # index of the first cut this file's values are below
+        self._nulls = False  # whether this file holds the null value
+
+    def _crosses(self, table: pa.Table, row: int) -> bool:
+        """Whether the value starting at ``row`` must start a new file: it reaches the next cut point, or
+        it is null (nulls sort last) and the file holds values."""
+        cuts = self.rw.cuts
+        v = table.column(self.rw.by)[row].as_py()
+        if v is None:
+            crossed = not self._nulls
+            self._nulls = True
+            return crossed
+        v = v.isoformat() if hasattr(v, "isoformat") else v
+        crossed = False
+        while self._next_cut < len(cuts) and v >= cuts[self._next_cut]:
+            self._next_cut += 1
+            crossed = True
+        return crossed
 
     def _open(self) -> None:
         name = f"part-{self.rw.result.file_number():05d}-{uuid.uuid4()}.c000.zstd.parquet"
@@ -146,6 +164,7 @@ class OutputWriter:
             getattr(self.rw, "stats_target", self.rw.target),
             indexed_columns=self.rw.indexed_columns,
             stats_columns=self.rw.stats_columns,
+            always=(self.rw.by,),
         )
         self._rows = self._groups = 0
 
@@ -157,6 +176,10 @@ class OutputWriter:
         """
         first = ends[0]  # the first row of the table not yet in a file's statistics
         for a, b in itertools.pairwise(ends):
+            if self.rw.cuts and self._crosses(table, a) and self._writer is not None:
+                if a > first:
+                    self._fold(table.slice(first, a - first))
+                self._finish()
             if self._writer is None:
                 self._open()
                 first = a

@@ -40,7 +40,8 @@ from .message import MAX_MESSAGE_JSON, RorderMessage
 from .options import RorderOptions
 from .tally import FILE_JSON_OVERHEAD, Tally
 from .tiers import TierSelection, select_files
-from .units import RANGE_SUFFIX, UnitKey, UnitKind, UnitScheme, resolve_unit, scheme_for
+from .units import RANGE_SUFFIX, PartitionKey, RangeKey, UnitKey, UnitKind, UnitScheme, resolve_unit, scheme_for
+from .value_ranges import ValueRange, snapshot_units
 
 __all__ = [
     "MAX_MESSAGE_JSON",
@@ -91,6 +92,11 @@ class Unit:
     @property
     def label(self) -> str:
         return self.key.label
+
+    @property
+    def value_range(self) -> ValueRange | None:
+        """The value range of a range unit (None for a partition)."""
+        return getattr(self.key, "value_range", None)
 
     @property
     def files(self) -> list[LiveFile]:
@@ -325,6 +331,11 @@ def plan_units(
     for c in options.unique_by:
         head.schema.column(c, "unique_by")
     signature = layout_signature(scheme.by, options.sort_by, options.unique_by)
+    ranged = _range_units(head, scheme, options, signature, list_budget)
+    if ranged is not None:
+        if partitions is not None:
+            raise InvalidArgumentError("the table's units are value ranges, not partitions; leave partitions= out")
+        return TablePlan(head.storage.uri, head.version, None, scheme.by, options, ranged, head=head, scheme=scheme)
     groups = _group(scheme, scheme.tally(head, signature, list_budget))
     if partitions is not None:
         groups = _wanted(scheme, groups, partitions, head.version)
@@ -378,6 +389,46 @@ def plan_table(
 
 
 Groups = dict[UnitKey, tuple[Tally, list[Any]]]
+
+
+def _range_units(
+    head: LogHead, scheme: UnitScheme, options: RorderOptions, signature: str, budget: int | None
+) -> list[Unit] | None:
+    """The value-range units of an unpartitioned or clustered table, each decided from its files
+    (:mod:`deltaextras.ops.value_ranges`); None when the table is one unit as before (not clustered and
+    small, no statistics, or a ``by`` type ranges do not support)."""
+    if scheme.column is not None:
+        return None
+    whole = PartitionKey(None, None)
+    files = scheme.files(head, [None])[None]
+    snap = scheme.snapshot(head, whole, files)
+
+    def settled(f: LiveFile) -> str | None:
+        return f.tags.get(RUN_TAG) if f.tags.get(LAYOUT_TAG) == signature else None
+
+    ranges = snapshot_units(snap, scheme.by, options.target_file_size, settled)
+    if ranges is None:
+        return None
+    return [
+        _range_unit(head, scheme.by, options, RangeKey(None, None, vr, i), fs, budget)
+        for i, (vr, fs) in enumerate(ranges)
+    ]
+
+
+def _range_unit(
+    head: LogHead, by: str, options: RorderOptions, key: RangeKey, files: list[LiveFile], budget: int | None
+) -> Unit:
+    """One value-range unit, decided from its files as a partition whose files were read is."""
+    tally = Tally(budget=budget)
+    tally.files, tally.bytes = len(files), sum(f.size for f in files)
+    tally.records = sum(f.num_records or 0 for f in files)
+    tally.deleted = sum(f.deleted_rows for f in files)
+    tally.list_files([(f.path, f.size) for f in files])
+    if options.layout == "tiered":
+        sel = select_files(files, head.schema, by, options)
+        return Unit(key, tally, "rewrite" if sel.files else "skip", sel.reason(), sel, files)
+    why = in_layout(head, files, by, options)
+    return Unit(key, tally, "skip" if why else "rewrite", why or f"{len(files)} file(s)", None, files)
 
 
 def _group(scheme: UnitScheme, tallies: dict[Any, Tally]) -> Groups:

@@ -14,6 +14,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .value_ranges import ValueRange
+
 
 @dataclass
 class PartitionReport:
@@ -58,9 +60,15 @@ class PartitionReport:
 
         message = message or {}
         name = message.get("partition_name")
+        label = None if name is None else f"{name}={message.get('partition_value')}"
+        if "range" in message:  # a value-range unit (deltaextras.ops.value_ranges)
+            try:
+                label = ValueRange.from_json(message["range"]).label
+            except Exception:  # the error itself says what is wrong with the message
+                label = "(unreadable range)"
         return cls(
             table=str(message.get("path")),
-            partition=None if name is None else f"{name}={message.get('partition_value')}",
+            partition=label,
             status="failed",
             reason=str(exc) if isinstance(exc, DeltaExtrasError) else f"{type(exc).__name__}: {exc}",
             read_version=message.get("version"),

@@ -123,8 +123,12 @@ class PartitionRewriter:
         progress: Callable[[str], None] | None = None,
         on_output: Callable[[OutputFile], None] | None = None,
         on_duplicates: Callable[[pa.Table], None] | None = None,
+        cuts: tuple[Any, ...] = (),
     ) -> None:
         self.snapshot = snapshot
+        # Values at which an output file must end (a value-range unit's cut points), ascending; nulls then
+        # get a file of their own (deltaextras.ops.value_ranges).
+        self.cuts = tuple(cuts)
         # Called with each output file once it is complete on storage (tracing and fault injection).
         self.on_output = on_output
         # Called with the rows ``unique_by`` drops, pass by pass (change data of the deletions they are).

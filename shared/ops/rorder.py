@@ -53,16 +53,22 @@ from ..errors import (
 from .carry import Carrier
 from .changes import ChangeSink, as_deletes, change_data_feed_enabled
 from .checkpoint import checkpoint_after_rewrite
+from .layout import LAYOUT_TAG, layout_signature
 from .message import RorderMessage
 from .plan import TablePlan, Unit, in_layout, partition_not_found, plan_units, resolve_unit
 from .pool import RunInterrupted, run_partitions
 from .report import PartitionReport, RorderReport
 from .rewrite import OutputFile, PartitionRewriter, RewriteResult
 from .tiers import select_files
+from .value_ranges import ValueRange, is_clustered_by, range_files
 
 log = logging.getLogger(__name__)
 
 Hooks = Mapping[str, Callable[..., None]]
+# ``clusteringProvider`` of our outputs on a clustered table: the clustering implementation that wrote them.
+# Spark's OPTIMIZE (not FULL) re-clusters only files without a provider or with its own ("liquid"), so it
+# leaves these alone; OPTIMIZE FULL re-clusters them as it does every file.
+CLUSTERING_PROVIDER = "deltaextras"
 
 
 def app_id_for(partition_name: str | None, partition_value: str | None) -> str:
@@ -138,8 +144,10 @@ def rorder_single(
     storage = snap.storage
     unit, by = resolve_unit(snap, msg.options.by, msg.partition_name)
     label = None if unit is None else f"{unit}={msg.partition_value}"
+    if msg.value_range is not None:
+        label = msg.value_range.label
     report = PartitionReport(table=storage.uri, partition=label, status="skipped", read_version=snap.version)
-    app_id = app_id_for(unit, msg.partition_value)
+    app_id = app_id_for(unit, msg.partition_value) if msg.value_range is None else msg.value_range.app_id()
     files, report.reason = _choose(snap, unit, by, msg, app_id)
     if not files:
         return _finish(report, started)
@@ -160,7 +168,7 @@ def rorder_single(
     carrier.outputs = outputs
     carrier.changes = changes
     info = _commit_info(unit, by, msg, files, outputs, changes, result)
-    actions = _actions(snap, app_id, files, outputs, changes, result, info)
+    actions = _actions(snap, app_id, files, outputs, changes, result, info, clustered=is_clustered_by(snap, by))
     # readers of the rewritten partition should not replay a long log: never fails the commit
     after = functools.partial(
         checkpoint_after_rewrite, storage, configuration=snap.configuration, protocol=snap.protocol
@@ -285,15 +293,18 @@ def _actions(
     changes: list[Cdc],
     result: RewriteResult,
     info: CommitInfo,
+    *,
+    clustered: bool = False,
 ) -> list[Action]:
-    """The rewrite's log actions: commit info, the partition's ``txn``, inputs retired, outputs added."""
+    """The rewrite's log actions: commit info, the unit's ``txn``, inputs retired, outputs added (marked as
+    clustered when the table is clustered by the row-group column: the rewrite clustered them)."""
     ts = info.timestamp or now_ms()
     data_change = result.duplicates_removed > 0
     return [
         info,
         txn_action(app_id, snap.version, ts),
         *(f.add.retire(ts, data_change=data_change) for f in files),
-        *(add_of(o, o.partition_values, ts, data_change=data_change) for o in outputs),
+        *(_clustered(add_of(o, o.partition_values, ts, data_change=data_change), clustered) for o in outputs),
         *changes,
     ]
 
@@ -383,6 +394,8 @@ def _scope(unit: str | None, msg: RorderMessage, by: str, data_change: bool) -> 
         ['rows repeating (k, utc_time) within k_range = 3']
     """
     where = f"{unit} = {msg.partition_value}" if unit else ""
+    if msg.value_range is not None:
+        where = msg.value_range.predicate
     if not data_change:
         return [where] if where else []
     keys = ", ".join(dict.fromkeys([by, *msg.options.unique_by]))
@@ -397,7 +410,18 @@ def _as_message(message: Any) -> RorderMessage:
     return RorderMessage.from_dict(dict(message) if isinstance(message, Mapping) else message)
 
 
+def _clustered(add: Any, clustered: bool) -> Any:
+    """An output ``add`` marked as clustered, as Spark's OPTIMIZE marks its own (``clusteringProvider``), under
+    our provider name so that Spark's incremental clustering leaves it alone; only files this rewrite
+    clustered are marked."""
+    if clustered:
+        add.extra["clusteringProvider"] = CLUSTERING_PROVIDER
+    return add
+
+
 def _select_files(snap: TableSnapshot, unit: str | None, msg: RorderMessage) -> list[LiveFile]:
+    if msg.value_range is not None:
+        return _range_files(snap, unit, msg, msg.value_range)
     if unit is None:
         if msg.has_partition and msg.partition_value is not None:
             raise MessageError(
@@ -434,6 +458,34 @@ def _select_files(snap: TableSnapshot, unit: str | None, msg: RorderMessage) -> 
     return chosen
 
 
+def _range_files(snap: TableSnapshot, unit: str | None, msg: RorderMessage, value_range: ValueRange) -> list[LiveFile]:
+    """A value-range unit's files: the live files at the message's version whose ``by`` statistics overlap
+    its range (a file appended since the plan is not at that version: it is left for the next run), or
+    exactly the planned ``files``, each of which must be one of them."""
+    if unit is not None:
+        raise MessageError(
+            f"the table is partitioned by {unit!r}; a value-range message applies to a clustered or unpartitioned table"
+        )
+    if value_range.column != msg.options.by:
+        raise MessageError(f"message 'range' column {value_range.column!r} is not the by column {msg.options.by!r}")
+    files = range_files(snap, value_range)
+    if msg.files is None:
+        if value_range.cuts:  # a cut unit rewrites the fresh files only: those not in this layout
+            signature = layout_signature(
+                msg.options.by or value_range.column, msg.options.sort_by, msg.options.unique_by
+            )
+            return [f for f in files if f.tags.get(LAYOUT_TAG) != signature]
+        return files
+    live = {f.path: f for f in files}
+    for path, _size in msg.files:
+        if path not in live:
+            raise CommitConflictError(
+                f"planned file {path} is not a live file of {value_range.label} at version {snap.version}; "
+                "the plan is stale or for another unit. Plan again"
+            )
+    return [live[p] for p, _ in msg.files]
+
+
 def _rewrite(
     snap: TableSnapshot,
     files: list[LiveFile],
@@ -467,6 +519,7 @@ def _rewrite(
                 progress=progress,
                 on_output=on_output,
                 on_duplicates=sink.write if sink is not None else None,
+                cuts=msg.value_range.cuts if msg.value_range is not None else (),
             )
             try:
                 res = rw.run()
@@ -645,9 +698,8 @@ def _skipped_report(plan: TablePlan, progress: Callable[[PartitionReport], None]
     """A run's report holding the units the plan skips (each passed to ``progress``)."""
     report = RorderReport()
     for p in plan.skipped():
-        skipped = PartitionReport(
-            plan.uri, None if p.partition_name is None else p.label, "skipped", p.reason, plan.version
-        )
+        named = p.partition_name is not None or p.value_range is not None
+        skipped = PartitionReport(plan.uri, p.label if named else None, "skipped", p.reason, plan.version)
         report.partitions.append(skipped)
         if progress:
             progress(skipped)
@@ -660,6 +712,8 @@ def _unit_snapshots(plan: TablePlan) -> Callable[[dict[str, Any]], TableSnapshot
     units: dict[tuple[Any, Any], Unit] = {(u.partition_name, u.partition_value): u for u in plan.to_rewrite()}
 
     def snapshot_of(message: dict[str, Any]) -> TableSnapshot | None:
+        if message.get("range") is not None:  # a value-range unit reads the table at the planned version
+            return None
         unit = units.pop((message.get("partition_name"), message.get("partition_value")), None)
         return None if unit is None else plan.unit_snapshot(unit)
 

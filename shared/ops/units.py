@@ -33,11 +33,13 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from ..core.partition_snapshot import LogHead, PartitionSnapshot, adds_in
+from ..core.protocol import check_clustering, clustering_columns
 from ..core.snapshot import LiveFile, TableSnapshot
 from ..core.values import partition_key
 from ..errors import InvalidArgumentError
 from .message import partition_value_to_str
 from .tally import Tally, tally_partitions
+from .value_ranges import ValueRange
 
 RANGE_SUFFIX = "_range"
 
@@ -46,6 +48,7 @@ class UnitKind(enum.Enum):
     """What cuts a table into units."""
 
     PARTITION = "partition"  # one value of the partition column (or the whole unpartitioned table)
+    RANGE = "range"  # a range of the row-group column's values (a clustered or unpartitioned table)
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,39 @@ class UnitKey:
 @dataclass(frozen=True)
 class PartitionKey(UnitKey):
     """A partition: ``partition_name=partition_value`` (both None: the whole unpartitioned table)."""
+
+
+@dataclass(frozen=True)
+class RangeKey(UnitKey):
+    """A value range of an unpartitioned or clustered table (:class:`~deltaextras.ops.value_ranges.ValueRange`),
+    ``order``-th of its plan; partition name and value are None.
+
+    Example:
+        >>> from deltaextras.ops.value_ranges import ValueRange
+        >>> key = RangeKey(None, None, ValueRange("node_id", 0, 99), 0)
+        >>> key.kind.value, key.label, key.summary_fields()["range"]["high"]
+        ('range', 'node_id in [0, 99]', 99)
+    """
+
+    value_range: ValueRange | None = None
+    order: int = 0
+
+    kind = UnitKind.RANGE
+
+    @property
+    def label(self) -> str:
+        assert self.value_range is not None
+        return self.value_range.label
+
+    def message_fields(self) -> dict[str, Any]:
+        return {**super().message_fields(), "value_range": self.value_range}
+
+    def summary_fields(self) -> dict[str, Any]:
+        assert self.value_range is not None
+        return {"partition_value": None, "range": self.value_range.to_json()}
+
+    def sort_key(self) -> tuple[Any, ...]:
+        return (0, self.order)
 
 
 class UnitScheme(Protocol):
@@ -192,6 +228,8 @@ def resolve_unit(
     else:
         ranged = [c for c in parts if c.endswith(RANGE_SUFFIX)]
         unit = ranged[0] if len(ranged) == 1 else parts[0]
+    if by is None and unit is None:
+        by = _clustering_by(snapshot)
     if by is None:
         if unit is None:
             raise InvalidArgumentError("the table is not partitioned; pass by= to name the row-group column")
@@ -201,8 +239,17 @@ def resolve_unit(
                 "derived; pass by= to name it"
             )
         by = unit[: -len(RANGE_SUFFIX)]
-    snapshot.schema.column(by, "by")
+    column = snapshot.schema.column(by, "by")
+    check_clustering(snapshot.protocol, getattr(snapshot, "domains", {}), by, column.physical)
     return unit, by
+
+
+def _clustering_by(snapshot: Any) -> str | None:
+    """The row-group column of a table clustered by one column: that column (None otherwise)."""
+    columns = clustering_columns(snapshot.protocol, getattr(snapshot, "domains", {}))
+    if not columns or len(columns) != 1 or len(columns[0]) != 1:
+        return None
+    return next((c.name for c in snapshot.schema.columns if c.physical == columns[0][0]), None)
 
 
 def _sort_key(v: str | None) -> tuple[int, Any]:
