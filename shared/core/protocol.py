@@ -3,10 +3,11 @@
 Example:
     >>> check_protocol(Protocol(3, 7, ["deletionVectors"], ["deletionVectors"]), {})
     >>> check_protocol(Protocol(3, 7, ["typeWidening"], ["rowTracking", "inCommitTimestamp", "typeWidening"]), {})
-    >>> check_protocol(Protocol(3, 7, [], ["clustering"]), {})
+    >>> check_protocol(Protocol(3, 7, [], ["clustering"]), {})  # clustered by the by column: value ranges
+    >>> check_protocol(Protocol(3, 7, [], ["icebergCompatV2"]), {})
     Traceback (most recent call last):
     ...
-    deltaextras.errors.UnsupportedFeatureError: the table uses Delta writer feature 'clustering', ...
+    deltaextras.errors.UnsupportedFeatureError: the table uses Delta writer feature 'icebergCompatV2', ...
 """
 
 from __future__ import annotations

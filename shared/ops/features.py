@@ -8,10 +8,10 @@ Example:
     >>> from deltaextras.core.actions import Metadata, Protocol
     >>> schema = '{"type":"struct","fields":[{"name":"k","type":"long","nullable":true,' \\
     ...     '"metadata":{"delta.typeChanges":[{"toType":"long","fromType":"integer"}]}}]}'
-    >>> uses = feature_uses(Protocol(3, 7, ["typeWidening"], ["typeWidening", "clustering"]),
+    >>> uses = feature_uses(Protocol(3, 7, ["typeWidening"], ["typeWidening", "icebergCompatV2"]),
     ...                     Metadata(schema_string=schema))
     >>> [(u.name, u.handling) for u in uses]
-    [('clustering', 'refused'), ('typeWidening', 'supported')]
+    [('icebergCompatV2', 'refused'), ('typeWidening', 'supported')]
     >>> uses[1].detail
     'widened columns: k (integer -> long)'
 """
@@ -38,6 +38,8 @@ _HOW = {
     "deletionVectors": "vectors are applied when reading, written by DELETE, purged by rorder",
     "columnMapping": "columns are read and written by their physical names",
     "v2Checkpoint": "read; checkpoints are left to the table's other writers",
+    "clustering": "a table clustered by the row-group column is rewritten in value-range units whose outputs are "
+    "marked clustered (clusteringProvider) so Spark's OPTIMIZE leaves them; clustered by other columns: refused",
     "changeDataFeed": "DELETE and de-duplication write change data files",
     "domainMetadata": "domains are kept; the row tracking domain is advanced",
 }

@@ -199,7 +199,8 @@ def scheme_for(head: LogHead | TableSnapshot, by: str | None, partition_name: st
 
     Example:
         >>> from types import SimpleNamespace as NS
-        >>> head = NS(partition_columns=["k_range"], schema=NS(column=lambda c, what: c, partition_type=lambda c: None))
+        >>> head = NS(partition_columns=["k_range"], protocol=NS(has_feature=lambda f: False),
+        ...           schema=NS(column=lambda c, what: NS(physical=c), partition_type=lambda c: None))
         >>> scheme_for(head, None)
         PartitionScheme(column='k_range', by='k', kind=<UnitKind.PARTITION: 'partition'>)
     """
