@@ -41,7 +41,7 @@ from typing import Any
 
 from ..core.storage import normalize_uri
 from ..errors import AccessDeniedError, InvalidArgumentError
-from ..ops.options import RorderOptions
+from ..ops.rorder.options import RorderOptions
 from . import settings
 
 _ENTRY_KEYS = {
@@ -151,7 +151,7 @@ class TableConfig:
         return out
 
     def plan_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of :func:`deltaextras.ops.plan.plan_units` for this table."""
+        """Keyword arguments of :func:`deltaextras.ops.rorder.plan.plan_units` for this table."""
         o = self.options
         return {
             "by": o.by,

@@ -199,7 +199,7 @@ def test_vacuum_verbose_lists_and_the_tables_retention_needs_no_question(tmp_pat
 # ---------------------------------------------------------------------- interrupted runs
 def test_interrupted_summary_counts_the_skipped_partitions(tmp_path: Path) -> None:
     from deltaextras import rorder
-    from deltaextras.ops.pool import RunInterrupted
+    from deltaextras.ops.rorder.pool import RunInterrupted
 
     table = str(tmp_path / "t")
     for batch in range(2):

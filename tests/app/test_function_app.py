@@ -231,7 +231,7 @@ def test_edge_examples_run() -> None:
 
 def test_docs_settings_table_and_rerun_recipe_are_current() -> None:
     from deltaextras.app.config import settings_markdown
-    from deltaextras.ops.message import RorderMessage
+    from deltaextras.ops.rorder.message import RorderMessage
 
     for name in ("docs/function-app.md",):  # the README links to it
         doc = (REPO_ROOT / name).read_text()

@@ -15,7 +15,7 @@ from oracle import write_sensor_table
 
 from deltaextras import rorder
 from deltaextras.app.cli import main
-from deltaextras.ops.inspect import delta_files
+from deltaextras.ops.maintenance.inspect import delta_files
 
 SVG = "{http://www.w3.org/2000/svg}"
 

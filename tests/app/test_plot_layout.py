@@ -15,7 +15,7 @@ import pytest
 
 from deltaextras.app.cli import main
 from deltaextras.app.plot import BAND_ROWS, MAX_BANDS, Panel, draw_panels
-from deltaextras.ops.inspect import delta_files
+from deltaextras.ops.maintenance.inspect import delta_files
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -15,7 +15,7 @@ from test_function_app_support import content_checksum, sensor_batch, table_vers
 from test_lambda import load_handlers, run_event_source
 from test_tiered import assert_one_value_per_row_group
 
-from deltaextras.ops.plan import plan_table
+from deltaextras.ops.rorder.plan import plan_table
 
 CONTAINER = "deltaextras-tiered"
 TABLE_OPTIONS = {"sort_by": ["utc_time"], "unique_by": ["node_id", "utc_time"], "layout": "tiered"}

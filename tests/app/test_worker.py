@@ -32,8 +32,8 @@ from deltaextras.errors import (
     MessageError,
     StorageError,
 )
-from deltaextras.ops.message import RorderMessage
-from deltaextras.ops.plan import plan_table
+from deltaextras.ops.rorder.message import RorderMessage
+from deltaextras.ops.rorder.plan import plan_table
 
 
 def config_for(*tables: Any, **extra: str) -> AppConfig:

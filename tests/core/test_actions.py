@@ -29,7 +29,7 @@ from deltaextras.core.actions import (
 from deltaextras.core.log import checkpoint_actions, list_log
 from deltaextras.core.storage import TableStorage
 from deltaextras.errors import CorruptDataError
-from deltaextras.ops.upgrade import enable_deletion_vectors
+from deltaextras.ops.maintenance.upgrade import enable_deletion_vectors
 
 LINES = [
     {"commitInfo": {"timestamp": 1, "operation": "WRITE", "isBlindAppend": True, "txnId": "t", "newField": {"a": 1}}},

@@ -179,7 +179,7 @@ def test_timestamp_statistics_bound_the_values(tmp_path: Any, unit: str, tz: str
     pyarrow's own decoding), rounded outwards to microseconds for ns."""
     import pyarrow.parquet as pq
 
-    from deltaextras.ops.delete import _statistic_bounds
+    from deltaextras.ops.delete.delete import _statistic_bounds
 
     per_second = {"ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}[unit]
     raw = [-5 * per_second - 1, 1_700_000_000 * per_second + 123, 1_700_000_100 * per_second + per_second - 1]

@@ -17,7 +17,7 @@ from deltaextras import delete, rorder
 from deltaextras.core.dv import decode_uuid
 from deltaextras.core.storage import Location, TableStorage, location, log_path_to_key
 from deltaextras.errors import UnsupportedFeatureError
-from deltaextras.ops.plan import plan_table
+from deltaextras.ops.rorder.plan import plan_table
 
 
 @pytest.mark.parametrize(

@@ -23,11 +23,11 @@ from deltaextras.core.partition_snapshot import PartitionSnapshot, read_head
 from deltaextras.core.snapshot import TableSnapshot
 from deltaextras.core.storage import TableStorage
 from deltaextras.errors import DeltaExtrasError, InvalidArgumentError
-from deltaextras.ops.delete import delete
-from deltaextras.ops.plan import plan_table
-from deltaextras.ops.plan_stream import _tail_arrow, _tail_python, plan_table_lean
-from deltaextras.ops.rorder import rorder_single
-from deltaextras.ops.upgrade import enable_deletion_vectors
+from deltaextras.ops.delete.delete import delete
+from deltaextras.ops.maintenance.upgrade import enable_deletion_vectors
+from deltaextras.ops.rorder.plan import plan_table
+from deltaextras.ops.rorder.plan_stream import _tail_arrow, _tail_python, plan_table_lean
+from deltaextras.ops.rorder.rorder import rorder_single
 
 FIXTURES = sorted(p.name for p in fixtures_dir().iterdir() if (p / "_delta_log").is_dir())
 

@@ -28,9 +28,9 @@ from deltaextras.errors import (
     MetadataChangedError,
     ProtocolChangedError,
 )
-from deltaextras.ops.delete import delete
-from deltaextras.ops.rorder import app_id_for, rorder_single
-from deltaextras.ops.upgrade import enable_deletion_vectors
+from deltaextras.ops.delete.delete import delete
+from deltaextras.ops.maintenance.upgrade import enable_deletion_vectors
+from deltaextras.ops.rorder.rorder import app_id_for, rorder_single
 
 
 def _table(path: Path, **kwargs: Any) -> str:

@@ -24,8 +24,8 @@ from services import fixtures_dir
 
 from deltaextras import delete, rorder
 from deltaextras.errors import CorruptDataError, DeltaExtrasError, PartitionsFailedError, UnsupportedFeatureError
-from deltaextras.ops.inspect import read_amplification, row_group_table
-from deltaextras.ops.plan import plan_table
+from deltaextras.ops.maintenance.inspect import read_amplification, row_group_table
+from deltaextras.ops.rorder.plan import plan_table
 
 # table -> (row-group column for plan / inspect / rorder, column a delete compares)
 TABLES = {

@@ -23,8 +23,8 @@ from values_support import live_paths, race, winner_delete
 from deltaextras import delete, enable_deletion_vectors, plan_table, rorder, rorder_single
 from deltaextras.app import cli
 from deltaextras.errors import InvalidArgumentError
-from deltaextras.ops.plan_stream import plan_table_lean
-from deltaextras.ops.rorder import plan_messages
+from deltaextras.ops.rorder.plan_stream import plan_table_lean
+from deltaextras.ops.rorder.rorder import plan_messages
 
 
 def _nan(payload: int) -> float:

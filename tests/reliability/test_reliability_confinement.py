@@ -35,9 +35,9 @@ from services import AZURITE_ACCOUNT, AZURITE_KEY, Azurite, MotoServer
 from deltaextras.app import work
 from deltaextras.app.config import AppConfig, table_key
 from deltaextras.errors import MAX_MESSAGE, InvalidArgumentError, MessageError
-from deltaextras.ops.message import RorderMessage
-from deltaextras.ops.report import PartitionReport
-from deltaextras.ops.rorder import rorder_single
+from deltaextras.ops.rorder.message import RorderMessage
+from deltaextras.ops.rorder.report import PartitionReport
+from deltaextras.ops.rorder.rorder import rorder_single
 
 AZURE_URI = "abfss://lake@acct.dfs.core.windows.net/sensors"
 S3_URI = "s3://bucket/sensors"

@@ -2,7 +2,7 @@
 every step of a rewrite, on local disk, Azurite and moto S3.
 
 After each stop: the log holds only whole entries, the table reads the same through delta-rs and Sail,
-the files the dead worker left are exactly what :func:`deltaextras.ops.vacuum.orphans` reports and what
+the files the dead worker left are exactly what :func:`deltaextras.ops.maintenance.vacuum.orphans` reports and what
 deltalake's full vacuum removes, and delivering the message again converges to the target layout with
 one rewrite commit.
 
@@ -42,9 +42,9 @@ from reliability_support import expected as expected_checksum
 
 from deltaextras.app import work
 from deltaextras.app.config import AppConfig
-from deltaextras.ops.message import RorderMessage
-from deltaextras.ops.rorder import plan_messages
-from deltaextras.ops.vacuum import orphans
+from deltaextras.ops.maintenance.vacuum import orphans
+from deltaextras.ops.rorder.message import RorderMessage
+from deltaextras.ops.rorder.rorder import plan_messages
 
 DRIVER = Path(__file__).resolve().parent / "reliability_driver.py"
 NODES = 6

@@ -36,8 +36,8 @@ from deltaextras.app.config import AppConfig
 from deltaextras.app.edges import sqs
 from deltaextras.app.edges.functions import run_worker
 from deltaextras.errors import DeltaExtrasError
-from deltaextras.ops.rorder import rorder, rorder_single
-from deltaextras.ops.vacuum import orphans
+from deltaextras.ops.maintenance.vacuum import orphans
+from deltaextras.ops.rorder.rorder import rorder, rorder_single
 
 MAX_REASON = 500
 KNOWN_KEYS = [

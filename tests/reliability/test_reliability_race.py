@@ -3,7 +3,7 @@ library's deletion-vector DELETE keeps deleting, with seeded random timing, on e
 
 Each round plans the partition, then starts together (a barrier): 8 workers running the same message
 through :func:`deltaextras.app.work.handle`, one appender (``deltalake.write_deltalake``) and one deleter
-(:func:`deltaextras.ops.delete.delete` in ``deletion_vectors`` mode, on ``seq`` ranges of rows that exist;
+(:func:`deltaextras.ops.delete.delete.delete` in ``deletion_vectors`` mode, on ``seq`` ranges of rows that exist;
 in even rounds at once, in odd rounds when the first worker is about to commit). Random sleeps sit in
 the workers' hooks (after each output file, after the rewrite, before each commit attempt) and between
 the other writers' operations.
@@ -11,7 +11,7 @@ the other writers' operations.
 Promises checked after every round: at most one worker commits; every other worker either saw that
 commit (``skipped``, already committed) or lost to a delete that changed one of its inputs (all of them
 dead-letter with ``CommitConflictError``); exactly one log entry carries the round's ``txn``. A delete
-that wins against the rewrite is carried onto the rewritten files (:mod:`deltaextras.ops.carry`), so
+that wins against the rewrite is carried onto the rewritten files (:mod:`deltaextras.ops.rorder.commit.carry`), so
 at least 90 % of the rounds end with one committed rewrite. After all rounds: the content is exactly
 the rows written minus the rows deleted (no append lost, no row duplicated, no deleted row back), no
 file is left unreferenced, and a last rewrite reaches the layout.
@@ -49,10 +49,10 @@ from reliability_support import (
 from deltaextras.app import work
 from deltaextras.app.config import AppConfig
 from deltaextras.errors import CommitConflictError
-from deltaextras.ops.delete import delete
-from deltaextras.ops.rorder import plan_messages, rorder
-from deltaextras.ops.upgrade import enable_deletion_vectors
-from deltaextras.ops.vacuum import orphans
+from deltaextras.ops.delete.delete import delete
+from deltaextras.ops.maintenance.upgrade import enable_deletion_vectors
+from deltaextras.ops.maintenance.vacuum import orphans
+from deltaextras.ops.rorder.rorder import plan_messages, rorder
 
 WORKERS = 8
 NODES = 10

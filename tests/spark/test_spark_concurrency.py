@@ -13,7 +13,7 @@ from oracle import assert_layout
 
 from deltaextras import plan_messages, rorder_single
 from deltaextras.app.spark import rorder_spark
-from deltaextras.ops.ranges import RangeAppender, RangeSpec, create_range_table
+from deltaextras.ops.ranges.ranges import RangeAppender, RangeSpec, create_range_table
 
 SCHEMA = pa.schema([("node_id", pa.int64()), ("batch", pa.int64()), ("value", pa.float64())])
 NODES = 30

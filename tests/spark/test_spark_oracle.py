@@ -20,10 +20,10 @@ from oracle import assert_engines_agree, assert_layout, write_sensor_table
 from deltaextras.core.actions import Add
 from deltaextras.core.log import read_commit
 from deltaextras.core.storage import TableStorage
-from deltaextras.ops.delete import delete
-from deltaextras.ops.rorder import rorder
-from deltaextras.ops.upgrade import enable_deletion_vectors
-from deltaextras.ops.vacuum import vacuum
+from deltaextras.ops.delete.delete import delete
+from deltaextras.ops.maintenance.upgrade import enable_deletion_vectors
+from deltaextras.ops.maintenance.vacuum import vacuum
+from deltaextras.ops.rorder.rorder import rorder
 
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
 

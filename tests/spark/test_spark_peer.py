@@ -19,7 +19,7 @@ from deltaextras.app.spark import rorder_spark
 from deltaextras.core.actions import Add
 from deltaextras.core.log import read_commit
 from deltaextras.core.storage import TableStorage
-from deltaextras.ops.rorder import rorder
+from deltaextras.ops.rorder.rorder import rorder
 
 NODES = 24
 WIDTH = 8

@@ -23,8 +23,8 @@ from deltalake import DeltaTable
 from oracle import content_checksum
 
 from deltaextras.errors import DeltaExtrasError
-from deltaextras.ops.delete import delete
-from deltaextras.ops.rorder import rorder
+from deltaextras.ops.delete.delete import delete
+from deltaextras.ops.rorder.rorder import rorder
 
 SEED = 20261123
 SPARK_OPS = 12  # Spark commits attempted (appends, deletes, updates, merges), in seeded order

@@ -16,8 +16,8 @@ from oracle import assert_layout, checksum
 
 from deltaextras import PartitionReport, PartitionsFailedError, plan_messages
 from deltaextras.app.spark import REPORT_SCHEMA, report_struct_type, rorder_spark, run_message_batch, run_messages_spark
-from deltaextras.ops.inspect import delta_files, read_amplification
-from deltaextras.ops.ranges import RangeAppender, RangeSpec, create_range_table
+from deltaextras.ops.maintenance.inspect import delta_files, read_amplification
+from deltaextras.ops.ranges.ranges import RangeAppender, RangeSpec, create_range_table
 
 SCHEMA = pa.schema([("node_id", pa.int64()), ("batch", pa.int64()), ("value", pa.float64())])
 

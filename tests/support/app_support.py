@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
 
-from deltaextras.ops.inspect import read_amplification, row_group_table
+from deltaextras.ops.maintenance.inspect import read_amplification, row_group_table
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BY = "node_id"

@@ -19,7 +19,7 @@ from deltaextras.core.log import commit_key
 from deltaextras.core.snapshot import TableSnapshot, open_data_file
 from deltaextras.errors import DeltaExtrasError
 from deltaextras.expr.predicate import matches, parse
-from deltaextras.ops.rorder import plan_messages
+from deltaextras.ops.rorder.rorder import plan_messages
 
 
 def live_paths(uri: str) -> set[str]:

@@ -14,8 +14,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..core.arrays import py_value, scalar
-from ..core.values import decimal_bound, iso_timestamp, parse_partition_value
+from ...core.arrays import py_value, scalar
+from ...core.values import decimal_bound, iso_timestamp, parse_partition_value
 
 _STRING_MAX_PAD = "\U0010ffff"
 

@@ -29,10 +29,10 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..core.actions import Cdc
-from ..core.arrays import constant_array, scalar
-from ..core.storage import TableStorage
-from ..errors import CorruptDataError
+from ...core.actions import Cdc
+from ...core.arrays import constant_array, scalar
+from ...core.storage import TableStorage
+from ...errors import CorruptDataError
 
 CHANGE_DIR = "_change_data"
 CHANGE_TYPE = "_change_type"

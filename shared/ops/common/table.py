@@ -12,11 +12,11 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from ..core.log import latest_version, replay
-from ..core.protocol import check_protocol
-from ..core.snapshot import TableSnapshot
-from ..core.storage import TableStorage
-from ..errors import InvalidArgumentError
+from ...core.log import latest_version, replay
+from ...core.protocol import check_protocol
+from ...core.snapshot import TableSnapshot
+from ...core.storage import TableStorage
+from ...errors import InvalidArgumentError
 
 
 def table_args(table: Any, storage_options: Mapping[str, str] | None) -> tuple[str, dict[str, str] | None]:

@@ -25,20 +25,20 @@ How it works:
    added (an UPDATE, say) are scanned and their matching rows deleted too; a change of metadata or
    protocol starts the delete over. The report counts all of it.
 
-The pieces: :mod:`~deltaextras.ops.delete_scan` (pruning and scanning), :mod:`~deltaextras.ops.delete_vectors`
-(new vectors), :mod:`~deltaextras.ops.delete_rewrite` (copy-on-write and change data files),
-:mod:`~deltaextras.ops.delete_bounds` (statistics as bounds), :mod:`~deltaextras.ops.delete_report`.
+The pieces: :mod:`~deltaextras.ops.delete.scan` (pruning and scanning), :mod:`~deltaextras.ops.delete.vectors`
+(new vectors), :mod:`~deltaextras.ops.delete.rewrite` (copy-on-write and change data files),
+:mod:`~deltaextras.ops.common.bounds` (statistics as bounds), :mod:`~deltaextras.ops.delete.report`.
 
 Change data feed: deletion vectors need no change data files (readers derive the deleted rows from
 each file's old and new vector, as they do for Databricks' deletes); a copy-on-write delete on a table
 with ``delta.enableChangeDataFeed=true`` writes the deleted rows to ``_change_data/`` with
 ``_change_type = 'delete'`` and commits them as ``cdc`` actions. Append-only tables are refused.
-:func:`enable_deletion_vectors` (in :mod:`deltaextras.ops.upgrade`) turns deletion vectors on.
+:func:`enable_deletion_vectors` (in :mod:`deltaextras.ops.maintenance.upgrade`) turns deletion vectors on.
 
 Example:
     >>> import tempfile, pyarrow as pa
     >>> from deltalake import write_deltalake, DeltaTable
-    >>> from deltaextras.ops.upgrade import enable_deletion_vectors
+    >>> from deltaextras.ops.maintenance.upgrade import enable_deletion_vectors
     >>> path = tempfile.mkdtemp()
     >>> write_deltalake(path, pa.table({"sensor": ["a", "b", "c", "d"], "value": [1.0, -99.0, 3.0, -99.0]}))
     >>> enable_deletion_vectors(path)
@@ -59,27 +59,27 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import unquote
 
-from ..core.actions import Action, Add, Cdc, CommitInfo, now_ms
-from ..core.conflicts import Conflict, IsolationLevel, ReadSet, Winner
-from ..core.dv import DEFAULT_INLINE_MAX_BYTES, file_key, read_deletion_vectors
-from ..core.snapshot import LiveFile, TableSnapshot
-from ..core.storage import TableStorage
-from ..core.transaction import CommitResult, Transaction
-from ..errors import (
+from ...core.actions import Action, Add, Cdc, CommitInfo, now_ms
+from ...core.conflicts import Conflict, IsolationLevel, ReadSet, Winner
+from ...core.dv import DEFAULT_INLINE_MAX_BYTES, file_key, read_deletion_vectors
+from ...core.snapshot import LiveFile, TableSnapshot
+from ...core.storage import TableStorage
+from ...core.transaction import CommitResult, Transaction
+from ...errors import (
     CommitConflictError,
     InvalidArgumentError,
     MetadataChangedError,
     ProtocolChangedError,
     UnsupportedFeatureError,
 )
-from ..expr.predicate import Expr, parse
-from .changes import change_data_feed_enabled
-from .delete_bounds import _statistic_bounds, json_bound, parquet_bound, partition_scalar
-from .delete_report import DeleteReport
-from .delete_rewrite import CopyOnWrite
-from .delete_scan import Scanner, Target
-from .delete_vectors import deletion_vectors_enabled, dv_add, write_vectors
-from .table import load_snapshot, table_args
+from ...expr.predicate import Expr, parse
+from ..common.bounds import _statistic_bounds, json_bound, parquet_bound, partition_scalar
+from ..common.changes import change_data_feed_enabled
+from ..common.table import load_snapshot, table_args
+from .report import DeleteReport
+from .rewrite import CopyOnWrite
+from .scan import Scanner, Target
+from .vectors import deletion_vectors_enabled, dv_add, write_vectors
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ def delete(
     ``table`` is a path, a URI (``az://``, ``abfss://``, ``s3://``) or a ``deltalake.DeltaTable``.
     ``mode``: ``"auto"`` writes deletion vectors when the table enables them and rewrites files
     otherwise; ``"deletion_vectors"`` refuses tables that do not enable them (see
-    :func:`deltaextras.ops.upgrade.enable_deletion_vectors`); ``"copy_on_write"`` always rewrites.
+    :func:`deltaextras.ops.maintenance.upgrade.enable_deletion_vectors`); ``"copy_on_write"`` always rewrites.
     ``hooks`` (tracing and tests) may name ``before_commit(version)``, called before each attempt.
 
     Example:
@@ -212,7 +212,7 @@ class _DeleteOperation:
         if self.requested_mode == "deletion_vectors" and not enabled:
             raise UnsupportedFeatureError(
                 "the table does not enable deletion vectors (protocol feature deletionVectors and "
-                "delta.enableDeletionVectors=true); enable them with deltaextras.ops.upgrade.enable_deletion_vectors "
+                "delta.enableDeletionVectors=true); enable them with deltaextras.enable_deletion_vectors "
                 "or `deltaextras delete --enable-deletion-vectors`, or delete with mode='auto'"
             )
         self.mode = "copy_on_write" if self.requested_mode == "copy_on_write" or not enabled else "deletion_vectors"
@@ -228,7 +228,7 @@ class _DeleteOperation:
         self.txn.wrote(key)
 
     def _scan(self, snap: TableSnapshot, files: list[LiveFile]) -> list[Target]:
-        """Targets among ``files`` (see :class:`~deltaextras.ops.delete_scan.Scanner`); they join what
+        """Targets among ``files`` (see :class:`~deltaextras.ops.delete.scan.Scanner`); they join what
         the transaction read."""
         targets = self.scanner.scan(
             files, self.report, threads=SCAN_THREADS, progress_seconds=PROGRESS_SECONDS, progress=self._progress

@@ -7,7 +7,7 @@ Example:
     >>> from deltalake import write_deltalake
     >>> from pyroaring import BitMap
     >>> from deltaextras.core.storage import TableStorage
-    >>> from deltaextras.ops.table import load_snapshot
+    >>> from deltaextras.ops.common.table import load_snapshot
     >>> path = tempfile.mkdtemp()
     >>> write_deltalake(path, pa.table({"k": [1, 2, 3]}))
     >>> snap = load_snapshot(TableStorage(path))
@@ -27,14 +27,14 @@ from urllib.parse import quote
 
 from pyroaring import BitMap
 
-from ..core.actions import Add, now_ms
-from ..core.arrays import bool_array
-from ..core.dv import keep_mask, read_deletion_vectors
-from ..core.schema import conform
-from ..core.snapshot import TableSnapshot, open_data_file
-from ..core.stats import DEFAULT_INDEXED_COLUMNS, StatsCollector
-from .changes import ChangeSink, ParquetSink, as_deletes
-from .delete_scan import Target
+from ...core.actions import Add, now_ms
+from ...core.arrays import bool_array
+from ...core.dv import keep_mask, read_deletion_vectors
+from ...core.schema import conform
+from ...core.snapshot import TableSnapshot, open_data_file
+from ...core.stats import DEFAULT_INDEXED_COLUMNS, StatsCollector
+from ..common.changes import ChangeSink, ParquetSink, as_deletes
+from .scan import Target
 
 
 class CopyOnWrite:

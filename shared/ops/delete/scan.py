@@ -5,7 +5,7 @@ Example:
     >>> import tempfile, pyarrow as pa
     >>> from deltalake import write_deltalake
     >>> from deltaextras.expr.predicate import parse
-    >>> from deltaextras.ops.table import load_snapshot
+    >>> from deltaextras.ops.common.table import load_snapshot
     >>> from deltaextras.core.storage import TableStorage
     >>> path = tempfile.mkdtemp()
     >>> write_deltalake(path, pa.table({"k": [1, 2, 3]}))
@@ -33,16 +33,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyroaring import BitMap
 
-from ..core.actions import Add, Cdc, DeletionVectorDescriptor
-from ..core.arrays import constant_array, py_value, true_mask
-from ..core.dv import bitmap_from_positions, read_deletion_vectors
-from ..core.schema import TableSchema, conform
-from ..core.snapshot import LiveFile, TableSnapshot, open_data_file
-from ..core.values import exact_statistics
-from ..errors import CorruptDataError
-from ..expr.predicate import Expr, FieldStats, bind, evaluate, might_be_true
-from .delete_bounds import _statistic_bounds, json_bound, parquet_bound, partition_scalar
-from .delete_report import DeleteReport
+from ...core.actions import Add, Cdc, DeletionVectorDescriptor
+from ...core.arrays import constant_array, py_value, true_mask
+from ...core.dv import bitmap_from_positions, read_deletion_vectors
+from ...core.schema import TableSchema, conform
+from ...core.snapshot import LiveFile, TableSnapshot, open_data_file
+from ...core.values import exact_statistics
+from ...errors import CorruptDataError
+from ...expr.predicate import Expr, FieldStats, bind, evaluate, might_be_true
+from ..common.bounds import _statistic_bounds, json_bound, parquet_bound, partition_scalar
+from .report import DeleteReport
 
 SCAN_BATCH_ROWS = 131_072
 

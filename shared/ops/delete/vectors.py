@@ -5,7 +5,7 @@ Example:
     >>> import tempfile, pyarrow as pa
     >>> from deltalake import write_deltalake
     >>> from deltaextras.core.storage import TableStorage
-    >>> from deltaextras.ops.table import load_snapshot
+    >>> from deltaextras.ops.common.table import load_snapshot
     >>> path = tempfile.mkdtemp()
     >>> write_deltalake(path, pa.table({"k": [1]}), configuration={"delta.enableDeletionVectors": "true"})
     >>> deletion_vectors_enabled(load_snapshot(TableStorage(path)))
@@ -19,13 +19,13 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..core.actions import Add, DeletionVectorDescriptor
-from ..core.dv import build_descriptors
-from ..core.snapshot import TableSnapshot
-from ..core.storage import TableStorage
+from ...core.actions import Add, DeletionVectorDescriptor
+from ...core.dv import build_descriptors
+from ...core.snapshot import TableSnapshot
+from ...core.storage import TableStorage
 
 if TYPE_CHECKING:  # the scan (and the predicate language under it) is not loaded by a rewrite
-    from .delete_scan import Target
+    from .scan import Target
 
 
 def deletion_vectors_enabled(snapshot: TableSnapshot) -> bool:

@@ -57,7 +57,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..errors import CorruptDataError, InvalidArgumentError, PartitionNotFoundError
+from ...errors import CorruptDataError, InvalidArgumentError, PartitionNotFoundError
 
 __all__ = [
     "OpenFile",
@@ -442,7 +442,7 @@ def _partition_matches(actual: Any, wanted: Any) -> bool:
 def _snapshot(uri: str | os.PathLike[str], storage_options: Mapping[str, str] | None) -> Any:
     """The table at its latest version: our log replay first, so a damaged log or a missing table is one
     error from the hierarchy, as in ``plan``."""
-    from ..core.snapshot import TableSnapshot
+    from ...core.snapshot import TableSnapshot
 
     return TableSnapshot.load(os.fspath(uri), dict(storage_options or {}), for_writing=False)
 
@@ -454,7 +454,7 @@ def _live_files(
     snapshot: Any = None,
 ) -> tuple[str, list[tuple[str, int]]]:
     """The table URI deltalake resolved and ``(key, size)`` of each selected live file."""
-    from ..core.storage import log_path_to_key
+    from ...core.storage import log_path_to_key
 
     snap = snapshot or _snapshot(uri, storage_options)
     dt = snap.deltalake_table
@@ -509,7 +509,7 @@ def _delta_sources(
     table_uri, selected = _live_files(uri, partition, storage_options, snapshot)
     if open_file is not None:
         return [(key, functools.partial(open_file, key)) for key, _ in selected]
-    from ..core.storage import TableStorage
+    from ...core.storage import TableStorage
 
     storage = TableStorage(table_uri, dict(storage_options or {}))
     return [(key, functools.partial(_open_live, storage, key, size)) for key, size in selected]

@@ -33,13 +33,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..core.actions import Action, CommitInfo, Protocol, now_ms
-from ..core.conflicts import IsolationLevel, ReadSet
-from ..core.snapshot import TableSnapshot
-from ..core.storage import TableStorage
-from ..core.transaction import Transaction
-from ..errors import MetadataChangedError, ProtocolChangedError
-from .table import load_snapshot, table_args
+from ...core.actions import Action, CommitInfo, Protocol, now_ms
+from ...core.conflicts import IsolationLevel, ReadSet
+from ...core.snapshot import TableSnapshot
+from ...core.storage import TableStorage
+from ...core.transaction import Transaction
+from ...errors import MetadataChangedError, ProtocolChangedError
+from ..common.table import load_snapshot, table_args
 
 MAX_RESTARTS = 8
 

@@ -14,8 +14,8 @@ uses it. Files no log entry ever named are left alone.
 Example:
     >>> import tempfile, pyarrow as pa
     >>> from deltalake import write_deltalake
-    >>> from deltaextras.ops.delete import delete
-    >>> from deltaextras.ops.upgrade import enable_deletion_vectors
+    >>> from deltaextras.ops.delete.delete import delete
+    >>> from deltaextras.ops.maintenance.upgrade import enable_deletion_vectors
     >>> path = tempfile.mkdtemp()
     >>> write_deltalake(path, pa.table({"k": list(range(100))}))
     >>> _ = enable_deletion_vectors(path)
@@ -39,12 +39,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..core.actions import Add, Cdc, Remove, now_ms
-from ..core.dv import file_key
-from ..core.log import LOG_DIR, latest_version, log_actions
-from ..core.storage import TableStorage
-from ..errors import InvalidArgumentError, StorageError, UnsupportedFeatureError
-from .table import load_snapshot, table_args
+from ...core.actions import Add, Cdc, Remove, now_ms
+from ...core.dv import file_key
+from ...core.log import LOG_DIR, latest_version, log_actions
+from ...core.storage import TableStorage
+from ...errors import InvalidArgumentError, StorageError, UnsupportedFeatureError
+from ..common.table import load_snapshot, table_args
 
 DEFAULT_RETENTION_HOURS = 168.0
 _INTERVAL = re.compile(r"^\s*(?:interval\s+)?(\d+(?:\.\d+)?)\s*([a-z]+)\s*$", re.IGNORECASE)

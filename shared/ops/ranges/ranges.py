@@ -48,7 +48,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import InvalidArgumentError
+from ...errors import InvalidArgumentError
 
 __all__ = [
     "RANGE_SPEC_PROPERTY",

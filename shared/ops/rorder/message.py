@@ -25,7 +25,7 @@ memory_budget          int in [1, 2^63 - 1]                         Arrow bytes 
 max_materialize_size   int in [1, 2^63 - 1]                         accepted for compatibility; ignored
 max_deleted_rows_ratio number in [0, 1]                             purge threshold for deletion vectors
 layout                 "full" or "tiered"                           full rewrite (default) or incremental
-                                                                    tiers (:mod:`deltaextras.ops.tiers`)
+                                                                    tiers (:mod:`deltaextras.ops.rorder.tiers`)
 =====================  ===========================================  ==========================================
 
 Unknown keys, wrong types and numbers out of range are rejected with a one-line :class:`MessageError`
@@ -49,7 +49,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import InvalidArgumentError, MessageError, shown
+from ...errors import InvalidArgumentError, MessageError, shown
 from .options import MAX_LONG, RorderOptions  # versions and sizes are Delta/Parquet longs
 
 MESSAGE_VERSION = 1

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InvalidArgumentError, shown
+from ...errors import InvalidArgumentError, shown
 
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
 DEFAULT_MEMORY_BUDGET = 96 * 1024 * 1024
@@ -24,7 +24,7 @@ DEFAULT_MEMORY_BUDGET = 96 * 1024 * 1024
 DEFAULT_MAX_DELETED_ROWS_RATIO = 0.05
 ORDERS = ("ascending", "descending")
 # "full": every run rewrites a partition with new files whole; "tiered": a run rewrites only the fresh files
-# and the settled runs the size-tiered policy merges (see deltaextras.ops.tiers).
+# and the settled runs the size-tiered policy merges (see deltaextras.ops.rorder.tiers).
 LAYOUTS = ("full", "tiered")
 DEFAULT_LAYOUT = "full"
 
@@ -141,7 +141,7 @@ class RorderOptions:
     output files (bytes on storage); ``memory_budget`` bounds the rows held at once (Arrow bytes);
     ``max_deleted_rows_ratio`` rewrites an in-layout partition whose deletion vectors hide more
     than this share of its rows; ``layout`` is ``"full"`` (a partition with new files is rewritten whole)
-    or ``"tiered"`` (only fresh files and the tiers :mod:`deltaextras.ops.tiers` merges are rewritten).
+    or ``"tiered"`` (only fresh files and the tiers :mod:`deltaextras.ops.rorder.tiers` merges are rewritten).
     """
 
     by: str | None = None

@@ -1,8 +1,8 @@
 """Planning: the one planner of every caller (``rorder``, ``plan_messages``, ``rorder_setup_multi``,
 ``plan_table``, the orchestrator, ``deltaextras plan``, ``rorder_spark``).
 
-One streaming pass over the log (:mod:`deltaextras.ops.tally`) tallies the table per unit — the unit kind
-and its keying live in :mod:`deltaextras.ops.units` — then each unit is decided: rewrite, or skip with a
+One streaming pass over the log (:mod:`deltaextras.ops.rorder.tally`) tallies the table per unit — the unit kind
+and its keying live in :mod:`deltaextras.ops.rorder.units` — then each unit is decided: rewrite, or skip with a
 reason. Only units whose tallies cannot tell (one untagged file per directory, the tiered layout's runs)
 have their files read, in one more filtered pass. Memory follows the units, not the files; a plan that
 must hand out file lists (``plan_table``, ``rorder``, ``rorder_setup_multi``) asks for them explicitly.
@@ -29,15 +29,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..core.partition_snapshot import LogHead, read_head
-from ..core.protocol import check_protocol
-from ..core.snapshot import LiveFile, TableSnapshot, open_data_file
-from ..core.storage import TableStorage
-from ..core.values import partition_values_key
-from ..errors import InvalidArgumentError, PartitionNotFoundError
-from .layout import LAYOUT_TAG, RUN_TAG, layout_signature, row_groups_in_layout
+from ...core.partition_snapshot import LogHead, read_head
+from ...core.protocol import check_protocol
+from ...core.snapshot import LiveFile, TableSnapshot, open_data_file
+from ...core.storage import TableStorage
+from ...core.values import partition_values_key
+from ...errors import InvalidArgumentError, PartitionNotFoundError
 from .message import MAX_MESSAGE_JSON, RorderMessage
 from .options import RorderOptions
+from .rewrite.layout import LAYOUT_TAG, RUN_TAG, layout_signature, row_groups_in_layout
 from .tally import FILE_JSON_OVERHEAD, Tally
 from .tiers import TierSelection, select_files
 from .units import RANGE_SUFFIX, UnitKey, UnitKind, UnitScheme, resolve_unit, scheme_for
@@ -117,7 +117,7 @@ class Unit:
 
     @property
     def tiers(self) -> dict[str, int] | None:
-        """The tiered layout's figures (:meth:`~deltaextras.ops.tiers.TierSelection.summary`); None otherwise."""
+        """The tiered layout's figures (:meth:`~deltaextras.ops.rorder.tiers.TierSelection.summary`); None otherwise."""
         return None if self.selection is None else self.selection.summary()
 
     def listed(self) -> list[tuple[str, int]] | None:
@@ -208,7 +208,7 @@ def work_message(plan: TablePlan, unit: Unit, files: tuple[tuple[str, int], ...]
     message would not fit a queue message.
 
     Example:
-        >>> from deltaextras.ops.units import PartitionKey
+        >>> from deltaextras.ops.rorder.units import PartitionKey
         >>> plan = TablePlan("/t", 3, "k_range", "k", RorderOptions())
         >>> unit = Unit(PartitionKey("k_range", "0"), Tally(), "rewrite")
         >>> m = work_message(plan, unit, (("a.parquet", 10),))
@@ -229,7 +229,7 @@ def work_message(plan: TablePlan, unit: Unit, files: tuple[tuple[str, int], ...]
 
 def in_layout(snapshot: LogHead | TableSnapshot, files: list[LiveFile], by: str, options: RorderOptions) -> str | None:
     """Why a unit's files already have the full layout (a reason string), or None if they need a rewrite.
-    (The tiered layout decides with :func:`deltaextras.ops.tiers.select_files`.)"""
+    (The tiered layout decides with :func:`deltaextras.ops.rorder.tiers.select_files`.)"""
     if not files:
         return "no live files"
     records = sum(f.num_records or 0 for f in files)
@@ -450,7 +450,7 @@ _LOOK = object()
 def _verdict(t: Tally, options: RorderOptions, signature: str) -> Any:
     """The reason a unit is in layout, None if it needs a rewrite, or ``_LOOK`` when only its files can tell
     (the tallied form of :func:`in_layout`; the tiered layout's files decide in
-    :func:`deltaextras.ops.tiers.select_files`)."""
+    :func:`deltaextras.ops.rorder.tiers.select_files`)."""
     if not t.files:
         return "no live files"
     if options.layout == "tiered":

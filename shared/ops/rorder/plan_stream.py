@@ -1,5 +1,5 @@
 """Names of the orchestrator's former lean planner, kept for callers of earlier releases: every caller now
-plans with :func:`deltaextras.ops.plan.plan_units`, whose streaming scan is :mod:`deltaextras.ops.tally`.
+plans with :func:`deltaextras.ops.rorder.plan.plan_units`, whose streaming scan is :mod:`deltaextras.ops.rorder.tally`.
 
 Example:
     >>> import tempfile, pyarrow as pa

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import InterruptedBeforeCommitError, one_line
+from ...errors import InterruptedBeforeCommitError, one_line
 from .report import PartitionReport, RorderReport
 
 log = logging.getLogger(__name__)

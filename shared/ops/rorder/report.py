@@ -54,7 +54,7 @@ class PartitionReport:
             >>> r.partition, r.status, r.error_type, r.retryable
             ('k_range=0', 'failed', 'DuplicateKeyError', False)
         """
-        from ..errors import DeltaExtrasError, is_retryable
+        from ...errors import DeltaExtrasError, is_retryable
 
         message = message or {}
         name = message.get("partition_name")

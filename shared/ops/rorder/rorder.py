@@ -33,28 +33,28 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
-from ..core.actions import Action, Cdc, CommitInfo, add_of, now_ms
-from ..core.conflicts import IsolationLevel, ReadSet
-from ..core.partition_snapshot import PartitionSnapshot
-from ..core.snapshot import LiveFile, TableSnapshot
-from ..core.storage import TableStorage
-from ..core.transaction import Transaction, txn_action
-from ..core.values import partition_values_key
-from ..errors import (
+from ...core.actions import Action, Cdc, CommitInfo, add_of, now_ms
+from ...core.conflicts import IsolationLevel, ReadSet
+from ...core.partition_snapshot import PartitionSnapshot
+from ...core.snapshot import LiveFile, TableSnapshot
+from ...core.storage import TableStorage
+from ...core.transaction import Transaction, txn_action
+from ...core.values import partition_values_key
+from ...errors import (
     AccessDeniedError,
     CommitConflictError,
     InvalidArgumentError,
     MessageError,
     PartitionsFailedError,
 )
-from .carry import Carrier
-from .changes import ChangeSink, as_deletes, change_data_feed_enabled
-from .checkpoint import checkpoint_after_rewrite
+from ..common.changes import ChangeSink, as_deletes, change_data_feed_enabled
+from .commit.carry import Carrier
+from .commit.checkpoint import checkpoint_after_rewrite
 from .message import RorderMessage
 from .plan import TablePlan, Unit, in_layout, partition_not_found, plan_units, resolve_unit
 from .pool import RunInterrupted, run_partitions
 from .report import PartitionReport, RorderReport
-from .rewrite import OutputFile, PartitionRewriter, RewriteResult
+from .rewrite.rewrite import OutputFile, PartitionRewriter, RewriteResult
 from .tiers import select_files
 
 log = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ def rorder_single(
     just planned the same table version skip loading it again.
 
     A commit that deleted rows of the inputs meanwhile (DELETE, UPDATE, MERGE) does not fail the
-    rewrite: its deletes are carried onto the new files (:mod:`deltaextras.ops.carry`) and counted in
+    rewrite: its deletes are carried onto the new files (:mod:`deltaextras.ops.rorder.commit.carry`) and counted in
     ``concurrent_deletes_carried`` / ``deleted_rows_carried``.
 
     Example:
@@ -166,7 +166,7 @@ def rorder_single(
         report.reason = f"already committed (txn {app_id} at version {snap.txns[app_id]})"
         return _finish(report, started)
     # A dataChange: false rewrite: SnapshotIsolation (appends never conflict), our inputs must stay live;
-    # a winner that deleted rows of an input is carried onto the outputs (see deltaextras.ops.carry).
+    # a winner that deleted rows of an input is carried onto the outputs (see deltaextras.ops.rorder.commit.carry).
     carrier = Carrier(snap, files, by, msg.options.unique_by, lambda key: txn.wrote(key))
     txn = Transaction(
         snap,
@@ -484,13 +484,13 @@ def rorder(
     (default: CPU count) — never in child processes, so the caller's script is never imported again.
     ``progress`` is called with each partition's report as it finishes, in the calling thread.
     On Ctrl-C no further partition starts, commits under way finish, the others are abandoned before
-    their commit, and :class:`~deltaextras.ops.pool.RunInterrupted` (a ``KeyboardInterrupt``) carries
-    every partition's outcome (see :mod:`deltaextras.ops.pool`).
+    their commit, and :class:`~deltaextras.ops.rorder.pool.RunInterrupted` (a ``KeyboardInterrupt``) carries
+    every partition's outcome (see :mod:`deltaextras.ops.rorder.pool`).
     If any partition failed, :class:`~deltaextras.errors.PartitionsFailedError` is
     raised after all the others finished (``raise_on_failure=False`` returns the report instead).
     ``max_materialize_size`` is accepted for compatibility and ignored: memory is bounded by
     ``memory_budget``. ``layout="tiered"`` rewrites only each partition's fresh files and the tiers
-    the size-tiered policy merges (:mod:`deltaextras.ops.tiers`); the default ``"full"`` rewrites a
+    the size-tiered policy merges (:mod:`deltaextras.ops.rorder.tiers`); the default ``"full"`` rewrites a
     partition with new files whole.
 
     Example:
@@ -586,7 +586,7 @@ def _plan_storage_options(dt_or_uri: Any, storage_options: dict[str, str] | None
 def plan_messages(dt_or_uri: Any, **kwargs: Any) -> list[dict[str, Any]]:
     """Ready-to-send messages (JSON objects), one per partition that needs work.
 
-    Takes the options of :func:`~deltaextras.ops.plan.plan_table`; plans in one streaming pass over the
+    Takes the options of :func:`~deltaextras.ops.rorder.plan.plan_table`; plans in one streaming pass over the
     log (memory follows the partitions, not the files). Encode each with
     ``RorderMessage.from_dict(m).encode()`` for an Azure queue (base64 JSON).
 

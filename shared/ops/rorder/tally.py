@@ -31,8 +31,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..core.actions import Add, decode_checkpoint_batch
-from ..core.partition_snapshot import (
+from ...core.actions import Add, decode_checkpoint_batch
+from ...core.partition_snapshot import (
     FileEntry,
     LogHead,
     add_batches,
@@ -40,9 +40,9 @@ from ..core.partition_snapshot import (
     partition_column,
     tail_entries,
 )
-from ..core.protocol import has_feature
-from .layout import LAYOUT_TAG, RUN_TAG
+from ...core.protocol import has_feature
 from .message import MAX_MESSAGE_JSON
+from .rewrite.layout import LAYOUT_TAG, RUN_TAG
 
 _RECORDS = r'"numRecords"\s*:\s*(?P<n>\d+)'
 _RECORDS_PY = re.compile(r'"numRecords"\s*:\s*(\d+)')

@@ -36,11 +36,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.schema import TableSchema
-from ..core.snapshot import LiveFile
-from .delete_bounds import json_bound
-from .layout import LAYOUT_TAG, RUN_TAG, layout_signature
+from ...core.schema import TableSchema
+from ...core.snapshot import LiveFile
+from ..common.bounds import json_bound
 from .options import RorderOptions
+from .rewrite.layout import LAYOUT_TAG, RUN_TAG, layout_signature
 
 # k: runs of similar size merge once k of them exist. In a simulation of a week of hourly runs on a one-day
 # history (the workload of bench/incremental_bench.py; docs/tiered.md), k = 4 kept the write amplification

@@ -2,10 +2,10 @@
 
 A plan is a list of units. Each unit has a *kind*; today every unit is a partition (a value of the table's
 partition column, or the whole table when it has none). A :class:`UnitScheme` owns everything one kind
-needs, so the planner (:mod:`deltaextras.ops.plan`) never looks at partition columns itself:
+needs, so the planner (:mod:`deltaextras.ops.rorder.plan`) never looks at partition columns itself:
 
 * ``tally(head, signature, budget)`` — one streaming pass over the log: per *raw key* (for a partition,
-  the value as the log spells it) the :class:`~deltaextras.ops.tally.Tally` of its live files;
+  the value as the log spells it) the :class:`~deltaextras.ops.rorder.tally.Tally` of its live files;
 * ``unit(raw)`` — the unit a raw key belongs to (the one place where raw keys are keyed: two spellings
   of one value map to one unit here);
 * ``wanted(value)`` — the unit a caller's ``partitions=[...]`` entry names;
@@ -32,10 +32,10 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from ..core.partition_snapshot import LogHead, PartitionSnapshot, adds_in
-from ..core.snapshot import LiveFile, TableSnapshot
-from ..core.values import partition_key
-from ..errors import InvalidArgumentError
+from ...core.partition_snapshot import LogHead, PartitionSnapshot, adds_in
+from ...core.snapshot import LiveFile, TableSnapshot
+from ...core.values import partition_key
+from ...errors import InvalidArgumentError
 from .message import partition_value_to_str
 from .tally import Tally, tally_partitions
 
@@ -66,7 +66,7 @@ class UnitKey:
         return f"{self.partition_name}={self.partition_value}" if self.partition_name else "(table)"
 
     def message_fields(self) -> dict[str, Any]:
-        """The fields of :class:`~deltaextras.ops.message.RorderMessage` that name the unit."""
+        """The fields of :class:`~deltaextras.ops.rorder.message.RorderMessage` that name the unit."""
         return {
             "partition_name": self.partition_name,
             "partition_value": self.partition_value,

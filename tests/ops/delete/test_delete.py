@@ -24,11 +24,11 @@ from deltaextras.core.dv import read_deletion_vector
 from deltaextras.core.log import read_commit
 from deltaextras.core.storage import TableStorage
 from deltaextras.errors import InvalidArgumentError, UnsupportedFeatureError
-from deltaextras.ops.delete import DeleteReport, delete, load_snapshot
-from deltaextras.ops.plan import plan_table
-from deltaextras.ops.rorder import rorder, rorder_single
-from deltaextras.ops.upgrade import enable_deletion_vectors
-from deltaextras.ops.vacuum import vacuum, vacuum_deletion_vectors
+from deltaextras.ops.delete.delete import DeleteReport, delete, load_snapshot
+from deltaextras.ops.maintenance.upgrade import enable_deletion_vectors
+from deltaextras.ops.maintenance.vacuum import vacuum, vacuum_deletion_vectors
+from deltaextras.ops.rorder.plan import plan_table
+from deltaextras.ops.rorder.rorder import rorder, rorder_single
 
 COLUMNS = ["node_id", "node_id_range", "ts", "value", "quality"]
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
@@ -661,7 +661,7 @@ def test_rorder_accepts_deltalake_tables_with_deletion_vectors(tmp_path: Path) -
 
 @pytest.mark.parametrize("threads", [1, 3])
 def test_scan_threads_see_every_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
-    delete_module = importlib.import_module("deltaextras.ops.delete")  # the package attribute is the function
+    delete_module = importlib.import_module("deltaextras.ops.delete.delete")  # the package attribute is the function
 
     monkeypatch.setattr(delete_module, "SCAN_THREADS", threads)
     uri = str(tmp_path / "t")
@@ -675,12 +675,12 @@ def test_scan_threads_see_every_file(tmp_path: Path, monkeypatch: pytest.MonkeyP
 def test_scan_reports_progress(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, threads: int
 ) -> None:
-    delete_module = importlib.import_module("deltaextras.ops.delete")
+    delete_module = importlib.import_module("deltaextras.ops.delete.delete")
     monkeypatch.setattr(delete_module, "SCAN_THREADS", threads)
     monkeypatch.setattr(delete_module, "PROGRESS_SECONDS", 0.0)
     uri = str(tmp_path / "t")
     _make(uri, {}, dv=True, batches=4)
-    with caplog.at_level("INFO", logger="deltaextras.ops.delete"):
+    with caplog.at_level("INFO", logger="deltaextras.ops.delete.delete"):
         report = delete(uri, "value < 0")
     progress = [r.getMessage() for r in caplog.records if "match so far" in r.getMessage()]
     assert report.files_scanned == 8 and len(progress) == 7  # none after the last file

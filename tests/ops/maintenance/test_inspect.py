@@ -1,4 +1,4 @@
-"""Row-group statistics and point-query read amplification (deltaextras.ops.inspect)."""
+"""Row-group statistics and point-query read amplification (deltaextras.ops.maintenance.inspect)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deltaextras.errors import InvalidArgumentError, PartitionNotFoundError
-from deltaextras.ops.inspect import (
+from deltaextras.ops.maintenance.inspect import (
     delta_files,
     parquet_read_amplification,
     parquet_row_group_table,

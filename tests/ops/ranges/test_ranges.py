@@ -1,4 +1,4 @@
-"""Range helpers (deltaextras.ops.ranges): range ids on Arrow, pandas, polars and PySpark data, the CHECK
+"""Range helpers (deltaextras.ops.ranges.ranges): range ids on Arrow, pandas, polars and PySpark data, the CHECK
 constraint, table creation, and which writers enforce the constraint (deltalake and Sail)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deltaextras.errors import InvalidArgumentError
-from deltaextras.ops.ranges import (
+from deltaextras.ops.ranges.ranges import (
     RANGE_SPEC_PROPERTY,
     RangeAppender,
     RangeSpec,

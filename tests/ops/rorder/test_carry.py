@@ -24,10 +24,10 @@ from deltaextras.core.log import commit_key, read_commit
 from deltaextras.core.snapshot import TableSnapshot
 from deltaextras.core.storage import TableStorage
 from deltaextras.errors import ConcurrentDeleteReadError, MetadataChangedError, ProtocolChangedError
-from deltaextras.ops.delete import delete
-from deltaextras.ops.rorder import plan_messages, rorder, rorder_single
-from deltaextras.ops.upgrade import enable_deletion_vectors
-from deltaextras.ops.vacuum import orphans
+from deltaextras.ops.delete.delete import delete
+from deltaextras.ops.maintenance.upgrade import enable_deletion_vectors
+from deltaextras.ops.maintenance.vacuum import orphans
+from deltaextras.ops.rorder.rorder import plan_messages, rorder, rorder_single
 
 SORT = "utc_time"
 

@@ -104,7 +104,7 @@ def test_failed_checkpoint_write_leaves_the_commit(
 
 def test_no_checkpoint_from_a_worker_when_the_table_is_large(tmp_path: Path, caplog: Any) -> None:
     """The last checkpoint's size (``_last_checkpoint``) bounds what a worker loads to write the next."""
-    from deltaextras.ops.checkpoint import MAX_CHECKPOINT_ACTIONS
+    from deltaextras.ops.rorder.commit.checkpoint import MAX_CHECKPOINT_ACTIONS
 
     table = tmp_path / "t"
     uri = str(table)

@@ -1,5 +1,5 @@
 """A one-pass rewrite of a partition with at least two lanes' worth of input writes its values into
-two files at once (``deltaextras.ops.lanes``): each file in the layout, the two value ranges
+two files at once (``deltaextras.ops.rorder.rewrite.lanes``): each file in the layout, the two value ranges
 disjoint, the log's statistics those of each file, the content unchanged through delta-rs and Sail;
 a failed upload in one lane leaves no commit and no file behind.
 """
@@ -20,7 +20,7 @@ from services import emulator_root
 
 import deltaextras
 from deltaextras.core.storage import TableStorage
-from deltaextras.ops.lanes import MIN_LANE_BYTES
+from deltaextras.ops.rorder.rewrite.lanes import MIN_LANE_BYTES
 
 ROWS = 375_000  # per append; four appends of 40 nodes are about 27 MiB of Parquet
 

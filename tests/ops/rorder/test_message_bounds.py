@@ -49,7 +49,7 @@ def test_huge_partition_value_in_rorder_partitions_is_an_argument_error(tmp_path
 
 def test_path_of_wrong_type_says_what_it_got() -> None:
     from deltaextras import MessageError
-    from deltaextras.ops.message import RorderMessage
+    from deltaextras.ops.rorder.message import RorderMessage
 
     with pytest.raises(MessageError, match=r"got a number \(3\)"):
         RorderMessage.from_dict({"path": 3})

@@ -34,10 +34,10 @@ from deltaextras.app.dispatch import dispatch
 from deltaextras.app.enqueue import build_messages
 from deltaextras.core.snapshot import TableSnapshot
 from deltaextras.errors import DeltaExtrasError, PartitionNotFoundError
-from deltaextras.ops.message import MAX_MESSAGE_JSON, RorderMessage
-from deltaextras.ops.options import RorderOptions
-from deltaextras.ops.plan import in_layout, resolve_unit
-from deltaextras.ops.tiers import select_files
+from deltaextras.ops.rorder.message import MAX_MESSAGE_JSON, RorderMessage
+from deltaextras.ops.rorder.options import RorderOptions
+from deltaextras.ops.rorder.plan import in_layout, resolve_unit
+from deltaextras.ops.rorder.tiers import select_files
 
 FIXTURES = sorted(p.name for p in fixtures_dir().iterdir() if (p / "_delta_log").is_dir())
 UNIT = "node_id_range"

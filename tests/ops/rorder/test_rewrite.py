@@ -92,8 +92,8 @@ def test_estimate_covers_decoded_dictionary_text(tmp_path: Any, kind: str) -> No
     """A repeated 200-byte value is a few bytes a row in Parquet (dictionary) and 204 in Arrow: the
     planner must size passes on the decoded bytes, so a small budget means several passes."""
     from deltaextras.core.snapshot import TableSnapshot
-    from deltaextras.ops.options import RorderOptions
-    from deltaextras.ops.rewrite import PartitionRewriter
+    from deltaextras.ops.rorder.options import RorderOptions
+    from deltaextras.ops.rorder.rewrite.rewrite import PartitionRewriter
 
     uri = str(tmp_path / "t")
     n = 25_000

@@ -20,12 +20,12 @@ from deltaextras.app.cli import main as cli_main
 from deltaextras.core.actions import Add
 from deltaextras.core.snapshot import LiveFile, TableSnapshot
 from deltaextras.core.storage import TableStorage
-from deltaextras.ops.layout import RUN_TAG
-from deltaextras.ops.message import RorderMessage
-from deltaextras.ops.options import RorderOptions
-from deltaextras.ops.plan import plan_table
-from deltaextras.ops.plan_stream import plan_table_lean
-from deltaextras.ops.tiers import MAX_TIERS, TIER_FANOUT, select_files
+from deltaextras.ops.rorder.message import RorderMessage
+from deltaextras.ops.rorder.options import RorderOptions
+from deltaextras.ops.rorder.plan import plan_table
+from deltaextras.ops.rorder.plan_stream import plan_table_lean
+from deltaextras.ops.rorder.rewrite.layout import RUN_TAG
+from deltaextras.ops.rorder.tiers import MAX_TIERS, TIER_FANOUT, select_files
 
 TIERED = {"sort_by": "utc_time", "unique_by": "utc_time", "layout": "tiered"}
 
@@ -369,8 +369,8 @@ def test_rorder_spark_runs_the_tiered_layout(spark: Any, tmp_path: Any) -> None:
 
 
 def test_a_tier_whose_deletion_vectors_hide_too_many_rows_is_purged_alone(tmp_path: Any) -> None:
-    from deltaextras.ops.delete import delete
-    from deltaextras.ops.upgrade import enable_deletion_vectors
+    from deltaextras.ops.delete.delete import delete
+    from deltaextras.ops.maintenance.upgrade import enable_deletion_vectors
 
     uri = str(tmp_path / "t")
     _append(uri, {}, _rows(4, range(0, 100)))

@@ -49,18 +49,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyroaring import BitMap
 
-from ..core.actions import Action, Add, Cdc, CommitInfo, DeletionVectorDescriptor, Remove
-from ..core.arrays import py_value
-from ..core.conflicts import Conflict, Winner
-from ..core.dv import build_descriptors, read_deletion_vectors
-from ..core.schema import conform
-from ..core.snapshot import LiveFile, TableSnapshot, open_data_file
-from ..core.storage import log_path_to_key
-from ..core.values import NAN_KEY, partition_values_key, value_codes, value_key
-from ..errors import ConcurrentDeleteReadError
-from .changes import CHANGE_DIR, ChangeSink
-from .delete_vectors import deletion_vectors_enabled
-from .rewrite import OutputFile
+from ....core.actions import Action, Add, Cdc, CommitInfo, DeletionVectorDescriptor, Remove
+from ....core.arrays import py_value
+from ....core.conflicts import Conflict, Winner
+from ....core.dv import build_descriptors, read_deletion_vectors
+from ....core.schema import conform
+from ....core.snapshot import LiveFile, TableSnapshot, open_data_file
+from ....core.storage import log_path_to_key
+from ....core.values import NAN_KEY, partition_values_key, value_codes, value_key
+from ....errors import ConcurrentDeleteReadError
+from ...common.changes import CHANGE_DIR, ChangeSink
+from ...delete.vectors import deletion_vectors_enabled
+from ..rewrite.rewrite import OutputFile
 
 log = logging.getLogger(__name__)
 
@@ -467,7 +467,7 @@ def _present(pf: pq.ParquetFile, columns: list[str]) -> list[str]:
 
 
 def _vector_key(d: DeletionVectorDescriptor) -> str:
-    from ..core.dv import file_key
+    from ....core.dv import file_key
 
     return file_key(d)
 

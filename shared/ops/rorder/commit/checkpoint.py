@@ -30,10 +30,10 @@ import json
 import logging
 from typing import Any
 
-from ..core.actions import Protocol
-from ..core.log import LOG_DIR, list_log
-from ..core.storage import TableStorage
-from ..core.transaction import checkpoint_interval, write_checkpoint
+from ....core.actions import Protocol
+from ....core.log import LOG_DIR, list_log
+from ....core.storage import TableStorage
+from ....core.transaction import checkpoint_interval, write_checkpoint
 
 log = logging.getLogger(__name__)
 

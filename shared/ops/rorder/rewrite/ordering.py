@@ -4,7 +4,7 @@ gathering of a group of values' rows in that order.
 
 Example:
     >>> import pyarrow as pa
-    >>> from deltaextras.ops.output import RewriteResult
+    >>> from deltaextras.ops.rorder.rewrite.output import RewriteResult
     >>> t = pa.table({"k": [2, 1, 2, 1], "t": [9, 8, 7, 6]})
     >>> perm, ends = permutation(t, "k", [("t", "ascending", "at_end")])
     >>> perm.tolist(), ends
@@ -22,8 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..core.arrays import index_array, numpy_indices, plain_integers
-from ..core.values import run_ends as value_run_ends
+from ....core.arrays import index_array, numpy_indices, plain_integers
+from ....core.values import run_ends as value_run_ends
 from .lanes import value_groups
 from .output import RewriteResult, timed
 from .threads import HelperPool

@@ -19,8 +19,8 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..core.stats import StatsCollector
-from ..errors import CorruptDataError
+from ....core.stats import StatsCollector
+from ....errors import CorruptDataError
 
 ROW_GROUP_MAX_BYTES = 128 * 1024 * 1024
 _HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -108,7 +108,7 @@ def partition_dir(partition_values: dict[str, str | None], physical: dict[str, s
 
 class OutputWriter:
     """Writes value runs into files that roll over at ``target_file_size`` on value boundaries (used by
-    :class:`deltaextras.ops.rewrite.PartitionRewriter`, whose module example shows a whole rewrite)."""
+    :class:`deltaextras.ops.rorder.rewrite.rewrite.PartitionRewriter`, whose module example shows a whole rewrite)."""
 
     def __init__(self, rewriter: Any, props: dict[str, Any]) -> None:
         # rewriter: the PartitionRewriter (snapshot, partition_values, storage, target, statistics columns,

@@ -15,7 +15,7 @@ Example:
     >>> import tempfile, pyarrow as pa
     >>> from deltalake import write_deltalake
     >>> from deltaextras.core.snapshot import TableSnapshot
-    >>> from deltaextras.ops.options import RorderOptions
+    >>> from deltaextras.ops.rorder.options import RorderOptions
     >>> path = tempfile.mkdtemp()
     >>> write_deltalake(path, pa.table({"node_id": [2, 1, 2], "v": [1.0, 2.0, 3.0], "node_id_range": [0, 0, 0]}),
     ...                 partition_by=["node_id_range"])
@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..core.arrays import (
+from ....core.arrays import (
     bool_array,
     bool_numpy,
     index_array,
@@ -54,14 +54,14 @@ from ..core.arrays import (
     row_numbers,
     scalar,
 )
-from ..core.schema import conform
-from ..core.snapshot import LiveFile, TableSnapshot, open_data_file
-from ..core.stats import DEFAULT_INDEXED_COLUMNS
-from ..core.values import canonical, int_numpy, nan_mask, sort_key, within
-from ..errors import CorruptDataError, DuplicateKeyError, InvalidArgumentError
+from ....core.schema import conform
+from ....core.snapshot import LiveFile, TableSnapshot, open_data_file
+from ....core.stats import DEFAULT_INDEXED_COLUMNS
+from ....core.values import canonical, int_numpy, nan_mask, sort_key, within
+from ....errors import CorruptDataError, DuplicateKeyError, InvalidArgumentError
+from ..options import RorderOptions
 from .lanes import lane_count, split_values, value_groups, write_lanes, write_pipelined
 from .layout import LAYOUT_TAG, RUN_TAG, layout_signature, writer_properties
-from .options import RorderOptions
 from .ordering import gatherer, permutation
 from .output import OutputFile, OutputWriter, RewriteResult, timed
 from .row_keys import first_rows_hashed, same_values
@@ -626,7 +626,7 @@ class PartitionRewriter:
 
         lanes = lane_count(sum(f.size for f in self.files), len(run_ends)) if self._one_pass else 1
         if lanes > 1:
-            # The second core encodes a second file (see deltaextras.ops.lanes).
+            # The second core encodes a second file (see deltaextras.ops.rorder.rewrite.lanes).
             shares = split_values(run_ends, lanes)
             self._writers = [OutputWriter(self, props) for _ in shares]
             starts = [0] + [share[-1] for share in shares[:-1]]

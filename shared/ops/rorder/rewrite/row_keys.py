@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from ..core.arrays import int64_array, plain_integers, row_numbers
-from ..core.values import canonical, same_values
+from ....core.arrays import int64_array, plain_integers, row_numbers
+from ....core.values import canonical, same_values
 
 
 def first_rows_hashed(table: pa.Table, keys: list[str]) -> tuple[pa.Array, pa.Array, pa.Array] | None:
