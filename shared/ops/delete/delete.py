@@ -75,11 +75,12 @@ from ...errors import (
 from ...expr.predicate import Expr, parse
 from ..common.bounds import _statistic_bounds, json_bound, parquet_bound, partition_scalar
 from ..common.changes import change_data_feed_enabled
+from ..common.features import deletion_vectors_enabled
 from ..common.table import load_snapshot, table_args
 from .report import DeleteReport
 from .rewrite import CopyOnWrite
 from .scan import Scanner, Target
-from .vectors import deletion_vectors_enabled, dv_add, write_vectors
+from .vectors import dv_add, write_vectors
 
 log = logging.getLogger(__name__)
 

@@ -1,10 +1,11 @@
-"""Deletion vectors for a delete: whether the table allows them, writing the new vectors (inline or in one
-new vector file) and the ``add`` that re-adds a file with its new vector.
+"""Deletion vectors for a delete: writing the new vectors (inline or in one new vector file) and the ``add``
+that re-adds a file with its new vector (whether the table allows them: :mod:`deltaextras.ops.common.features`).
 
 Example:
     >>> import tempfile, pyarrow as pa
     >>> from deltalake import write_deltalake
     >>> from deltaextras.core.storage import TableStorage
+    >>> from deltaextras.ops.common.features import deletion_vectors_enabled
     >>> from deltaextras.ops.common.table import load_snapshot
     >>> path = tempfile.mkdtemp()
     >>> write_deltalake(path, pa.table({"k": [1]}), configuration={"delta.enableDeletionVectors": "true"})
@@ -21,19 +22,10 @@ from typing import TYPE_CHECKING
 
 from ...core.actions import Add, DeletionVectorDescriptor
 from ...core.dv import build_descriptors
-from ...core.snapshot import TableSnapshot
 from ...core.storage import TableStorage
 
 if TYPE_CHECKING:  # the scan (and the predicate language under it) is not loaded by a rewrite
     from .scan import Target
-
-
-def deletion_vectors_enabled(snapshot: TableSnapshot) -> bool:
-    """Whether a writer may add deletion vectors: feature in the protocol and the table property true."""
-    return (
-        snapshot.protocol.has_feature("deletionVectors")
-        and str(snapshot.configuration.get("delta.enableDeletionVectors", "false")).lower() == "true"
-    )
 
 
 def write_vectors(

@@ -59,7 +59,7 @@ from ....core.storage import log_path_to_key
 from ....core.values import NAN_KEY, partition_values_key, value_codes, value_key
 from ....errors import ConcurrentDeleteReadError
 from ...common.changes import CHANGE_DIR, ChangeSink
-from ...delete.vectors import deletion_vectors_enabled
+from ...common.features import deletion_vectors_enabled
 from ..rewrite.rewrite import OutputFile
 
 log = logging.getLogger(__name__)
