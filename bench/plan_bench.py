@@ -344,7 +344,7 @@ def ensure_table(partitions: int, files: int) -> Path:
 
 
 def start_azurite(workdir: Path) -> Any:
-    sys.path.insert(0, str(REPO / "tests"))
+    sys.path.insert(0, str(REPO / "tests" / "support"))
     from services import Azurite
 
     return Azurite.start(workdir)

@@ -16,7 +16,7 @@ import psutil
 import pytest
 from services import find_azurite, free_port
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "function-app.md"
 TESTED = re.compile(r"<!-- tested -->\s*\n```(?:bash|sh)\n(.*?)```", re.S)
 

@@ -21,7 +21,7 @@ from services import Azurite
 from deltaextras.core.log import list_log
 from deltaextras.core.storage import TableStorage
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "deltaextras"]
 
 

@@ -18,7 +18,7 @@ import pytest
 from deltalake import write_deltalake
 from services import Azurite, find_azurite, free_port
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "deltaextras"]
 
 

@@ -26,8 +26,7 @@ from typing import Any
 
 import azure.functions as func
 import pytest
-from services import Azurite
-from test_function_app_support import (
+from app_support import (
     REPO_ROOT,
     assert_in_layout,
     commits,
@@ -36,6 +35,7 @@ from test_function_app_support import (
     write_many_files_table,
     write_sensor_table,
 )
+from services import Azurite
 
 from deltaextras.app import settings, work
 from deltaextras.app.edges.azure_queue import QueueSender, ensure_queue, queue_client

@@ -37,11 +37,11 @@ from deltaextras.app import settings as settings_module
 # that wraps every value in a list: installed next to python-hcl2 it silently replaces it.
 if hcl2.loads('a = "x"\n').get("a") == ["x"]:
     raise ImportError(
-        "tests/test_infra.py needs python-hcl2, but the 'hcl2' module is checkov's fork bc-python-hcl2: "
+        "tests/app/test_infra.py needs python-hcl2, but the 'hcl2' module is checkov's fork bc-python-hcl2: "
         "install checkov in its own virtualenv (see docs/deploy.md)"
     )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 INFRA = ROOT / "infra"
 
 # Inputs the infrastructure derives instead of taking from the user.

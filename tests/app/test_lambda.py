@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from app_support import REPO_ROOT, assert_in_layout, content_checksum, write_sensor_table
 from services import MotoServer
-from test_function_app_support import REPO_ROOT, assert_in_layout, content_checksum, write_sensor_table
 
 from deltaextras.app import work
 from deltaextras.errors import StorageError

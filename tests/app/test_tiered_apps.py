@@ -4,14 +4,19 @@ the local host) and the Lambda handlers (on moto S3 and SQS), configured with ``
 from __future__ import annotations
 
 import json
+import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
+# test_tiered is beside the rorder tests (tests/ops/rorder); test_function_app and test_lambda are beside this file
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ops" / "rorder"))
+
 import pytest
+from app_support import content_checksum, sensor_batch, table_version, write_sensor_table
 from deltalake import write_deltalake
 from services import Azurite, MotoServer
 from test_function_app import App, configure, decode
-from test_function_app_support import content_checksum, sensor_batch, table_version, write_sensor_table
 from test_lambda import load_handlers, run_event_source
 from test_tiered import assert_one_value_per_row_group
 

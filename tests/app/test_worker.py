@@ -11,8 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable, write_deltalake
-from test_function_app_support import (
+from app_support import (
     UNIT,
     assert_in_layout,
     commits,
@@ -20,6 +19,7 @@ from test_function_app_support import (
     table_version,
     write_sensor_table,
 )
+from deltalake import DeltaTable, write_deltalake
 
 from deltaextras.app import work
 from deltaextras.app.config import AppConfig, table_key

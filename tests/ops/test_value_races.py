@@ -3,7 +3,7 @@ precision 38, timestamp partition values spelled both ways the protocol allows) 
 a rewrite (appends, our deletion-vector and copy-on-write DELETE, a writer that read before an append and
 deletes by deletion vectors), with or without ``unique_by`` and with a memory budget small enough for
 several passes: the table's content and the change feed of our commits equal a serial model of the same
-commits, comparing values as Spark does (tests/oracle.py). Derandomized: the same examples every run."""
+commits, comparing values as Spark does (tests/support/oracle.py). Derandomized: the same examples every run."""
 
 from __future__ import annotations
 

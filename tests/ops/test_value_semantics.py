@@ -2,7 +2,7 @@
 ``+inf``, nulls one group; partition values compared as typed values; decimal statistics never tighter
 than the values): de-duplication, carried deletes, the change data feed, pass planning, statistics
 pruning and partition units agree, and an unknown sort direction is refused. Tables are written by
-delta-rs; content is checked through delta-rs's reader with Spark's value equality (tests/oracle.py)."""
+delta-rs; content is checked through delta-rs's reader with Spark's value equality (tests/support/oracle.py)."""
 
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ from deltaextras.ops.maintenance.vacuum import orphans
 from deltaextras.ops.rorder.message import RorderMessage
 from deltaextras.ops.rorder.rorder import plan_messages
 
-DRIVER = Path(__file__).resolve().parent / "reliability_driver.py"
+DRIVER = Path(__file__).resolve().parents[1] / "support" / "reliability_driver.py"
 NODES = 6
 STEPS = ["after_output", "after_rewrite", "mid_log", "after_commit"]
 PAD_LOCAL = 64 << 20

@@ -16,7 +16,7 @@ import pytest
 from deltalake import DeltaTable
 from oracle import assert_layout
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sensor_pipeline.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sensor_pipeline.py"
 
 
 @pytest.fixture(scope="module")

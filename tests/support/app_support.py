@@ -18,7 +18,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from deltaextras.ops.maintenance.inspect import read_amplification, row_group_table
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 BY = "node_id"
 UNIT = "node_id_range"
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 POM = REPO_ROOT / "tests" / "spark" / "pom.xml"
 JARS_ENV = "DELTAEXTRAS_SPARK_JARS"
 REQUIRE_ENV = "DELTAEXTRAS_REQUIRE_SPARK"

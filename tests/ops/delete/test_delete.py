@@ -448,7 +448,7 @@ def test_delete_racing_a_compaction(backend: Backend) -> None:
 def test_compaction_racing_a_delete_carries_it_without_loss(tmp_path: Path) -> None:
     """The other order: the compaction planned first, the delete committed in between — the compaction
     carries the delete onto its new files and commits; the delete's rows stay deleted, no other row is
-    lost (more cases in tests/test_carry.py)."""
+    lost (more cases in tests/ops/rorder/test_carry.py)."""
     uri = str(tmp_path / "t")
     _ranged(uri, {})
     nodes = scan(uri).column("node_id")

@@ -24,7 +24,7 @@ from deltaextras import rorder
 from deltaextras.core.log import list_log
 from deltaextras.core.storage import TableStorage
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 
 UNGUARDED = """
 import multiprocessing, sys
