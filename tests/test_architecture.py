@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 LIBRARY = Path(__file__).resolve().parent.parent / "shared"
 # Lower layers first: a module may import its own layer and the layers before it, never one after.
 LAYERS = ("errors", "version", "core", "expr", "ops", "app")
@@ -148,6 +150,14 @@ def test_sideways_finder_reports_a_sibling_import() -> None:
         "deltaextras.ops.common.table imports deltaextras.ops.maintenance.vacuum",
         "deltaextras.ops.rorder.tiers imports deltaextras.ops.delete.scan",
     ]
+
+
+def test_every_subpackage_is_in_the_wheel() -> None:
+    """setuptools ships only the packages pyproject.toml lists: each folder of the library must be there."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    listed = set(tomllib.loads((LIBRARY.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {_module_name(p) for p in LIBRARY.rglob("__init__.py")}
+    assert found == listed, f"missing from pyproject.toml: {sorted(found - listed)}; stale: {sorted(listed - found)}"
 
 
 def test_import_loads_no_cloud_sdk_or_spark() -> None:
