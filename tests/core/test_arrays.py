@@ -131,7 +131,7 @@ def test_delete_never_imports_pandas(tmp_path: Any) -> None:
         import pyarrow as pa
         from deltalake import write_deltalake
         from deltaextras.core.arrays import int64_array
-        from deltaextras.ops.delete import delete
+        from deltaextras.ops.delete.delete import delete
 
         n = 3000
         ids = np.arange(n)
