@@ -60,9 +60,9 @@ def child(table: str, winner: str) -> dict[str, Any]:
     """Rewrite ``table`` while ``winner`` commits first; returns the figures (run in its own process)."""
     from deltalake import DeltaTable
 
-    from deltaextras.ops import carry
-    from deltaextras.ops.delete import delete
-    from deltaextras.ops.rorder import plan_messages, rorder_single
+    from deltaextras.ops.delete.delete import delete
+    from deltaextras.ops.rorder.commit import carry
+    from deltaextras.ops.rorder.rorder import plan_messages, rorder_single
 
     figures: dict[str, Any] = {}
     original = carry.Carrier._carry
@@ -118,7 +118,7 @@ def main() -> int:
     sys.path.insert(0, str(REPO / "bench"))
     from _workload import build, workload_for
 
-    from deltaextras.ops.upgrade import enable_deletion_vectors
+    from deltaextras.ops.maintenance.upgrade import enable_deletion_vectors
 
     source = build(workload_for(args.scale, args.seed), Path(args.workdir))
     print(f"workload: {source}")

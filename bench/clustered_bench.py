@@ -234,7 +234,7 @@ def run_plan(args: argparse.Namespace, out: dict[str, Any]) -> None:
             [
                 sys.executable,
                 "-c",
-                "import sys; from deltaextras.ops.plan import plan_table; "
+                "import sys; from deltaextras.ops.rorder.plan import plan_table; "
                 "p = plan_table(sys.argv[1], by='node_id'); print(len(p.partitions))",
                 str(table),
             ]

@@ -1,4 +1,4 @@
-"""Benchmark ``deltaextras.ops.delete`` (deletion vectors) against delta-rs ``DeltaTable.delete`` (which
+"""Benchmark ``deltaextras.ops.delete.delete`` (deletion vectors) against delta-rs ``DeltaTable.delete`` (which
 rewrites files, even on tables that enable deletion vectors).
 
 One script, one run: both contenders run on fresh copies of the same table, each as a whole child
@@ -122,7 +122,7 @@ def child_delete(contender: str, path: str, predicate: str) -> None:
         seconds = time.perf_counter() - started
         deleted = int(metrics.get("num_deleted_rows", -1))
     else:
-        from deltaextras.ops.delete import delete
+        from deltaextras.ops.delete.delete import delete
 
         before = _vm("VmRSS")
         started = time.perf_counter()

@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
-from deltaextras.ops.layout import writer_properties
+from deltaextras.ops.rorder.rewrite.layout import writer_properties
 
 HERE = Path(__file__).resolve().parent
 

@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from deltaextras.ops.tiers import TIER_FANOUT
+from deltaextras.ops.rorder.tiers import TIER_FANOUT
 
 HERE = Path(__file__).resolve().parent
 NODES = 150
@@ -163,7 +163,7 @@ def own_bytes(path: str, node: int) -> int:
     settings (what the full layout's row group of that value holds)."""
     from deltalake import DeltaTable
 
-    from deltaextras.ops.layout import writer_properties
+    from deltaextras.ops.rorder.rewrite.layout import writer_properties
 
     rows = pa.table(DeltaTable(path).to_pyarrow_dataset().to_table(filter=pc.field("node_id") == node))
     rows = rows.drop_columns(["node_id_range"]).sort_by(SORT_BY)
@@ -268,7 +268,7 @@ def render(fig: dict[str, Any], scale: float, days: int) -> str:
     same = _same_work(tiered)
     like = same[0] if same else last
     q = tiered["query"]
-    from deltaextras.ops.tiers import MAX_TIERS
+    from deltaextras.ops.rorder.tiers import MAX_TIERS
 
     lines.append(
         "targets (tiered): "

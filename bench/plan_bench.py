@@ -200,7 +200,7 @@ def _child(kind: str, path: str) -> None:
         plan = plan_table(path)  # every partition's live files held in memory
         out = {"messages": len([m.to_json() for m in plan.messages()]), "files": sum(len(p.files) for p in plan.units)}
     elif kind == "worker":
-        from deltaextras.ops.rorder import rorder_single
+        from deltaextras.ops.rorder.rorder import rorder_single
 
         report = rorder_single({"path": path, "partition_value": "0"})
         assert report.status == "committed", report.to_dict()
@@ -344,7 +344,7 @@ def ensure_table(partitions: int, files: int) -> Path:
 
 
 def start_azurite(workdir: Path) -> Any:
-    sys.path.insert(0, str(REPO / "tests"))
+    sys.path.insert(0, str(REPO / "tests" / "support"))
     from services import Azurite
 
     return Azurite.start(workdir)

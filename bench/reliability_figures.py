@@ -1,7 +1,7 @@
 """Run the reliability suites and print their figures: scenarios run, crash injections, fuzz cases,
 failures found.
 
-The suites are ``tests/test_reliability_*.py`` (crash injection, races, fuzzed input, confinement and
+The suites are ``tests/reliability/test_reliability_*.py`` (crash injection, races, fuzzed input, confinement and
 secrets); they start their own Azurite, moto server and Sail. Each scenario appends one line of figures
 to a file named by ``DELTAEXTRAS_RELIABILITY_FIGURES``; this script runs pytest with that file set,
 sums it by scenario and backend, and adds pytest's own verdict (a failed test is a failure found,
@@ -47,7 +47,7 @@ def run_suites(full: bool, workers: int, extra: list[str], figures: Path, junit:
     args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}"]
     if workers > 0:
         args += ["-n", str(workers)]
-    args += sorted(str(p.relative_to(REPO)) for p in (REPO / "tests").glob("test_reliability_*.py"))
+    args += sorted(str(p.relative_to(REPO)) for p in (REPO / "tests" / "reliability").glob("test_reliability_*.py"))
     args += extra
     print("$", " ".join(args[1:]), flush=True)
     return subprocess.call(args, cwd=REPO, env=env)

@@ -272,7 +272,7 @@ def _measure_output(
     record: RunRecord, contender: str, table: Path, out_file: Path, expected: _measure.Digest, partitions: int = 1
 ) -> None:
     """Size, row groups and read amplification of partition 0's output; content digest of every partition's."""
-    from deltaextras.ops.inspect import (
+    from deltaextras.ops.maintenance.inspect import (
         parquet_read_amplification,
         parquet_row_group_table,
         read_amplification,

@@ -36,8 +36,8 @@ def profile(scale: int, seed: int, workdir: Path, memory_budget: int | None, who
 
     imported = time.perf_counter() - started
     from deltaextras.core.snapshot import TableSnapshot
-    from deltaextras.ops.options import RorderOptions
-    from deltaextras.ops.rewrite import PartitionRewriter
+    from deltaextras.ops.rorder.options import RorderOptions
+    from deltaextras.ops.rorder.rewrite.rewrite import PartitionRewriter
 
     source = _workload.build(_workload.workload_for(scale, seed), workdir / "tables")
     with tempfile.TemporaryDirectory(prefix="rorder-profile-", dir=workdir) as tmp:

@@ -3,15 +3,15 @@
 What it does, all through PySpark (Spark Connect, or a classic Apache Spark session with Delta Lake):
 
 1. creates the table ``--table`` partitioned by ``node_id_range`` with the range ``CHECK``
-   constraint (``deltaextras.ops.ranges.create_range_table``), unless it exists;
+   constraint (``deltaextras.ops.ranges.ranges.create_range_table``), unless it exists;
 2. appends ``--batches`` five-minute batches of ``--nodes`` sensors with
-   ``deltaextras.ops.ranges.RangeAppender`` (Spark writes; the range column is derived for it);
+   ``deltaextras.ops.ranges.ranges.RangeAppender`` (Spark writes; the range column is derived for it);
 3. appends one row whose range column contradicts its node_id, straight through Spark's Delta writer
    (no range helper): the table's ``CHECK`` constraint must make the engine refuse it;
 4. runs a point query ``node_id = --query-node`` and counts the Parquet row groups whose min/max
    statistics admit that node (the row groups a reader has to fetch);
 5. runs the optimizer (``--runner spark``: ``deltaextras.app.spark.rorder_spark``, the partition jobs as
-   Spark tasks; ``--runner local``: ``deltaextras.ops.rorder`` in local processes);
+   Spark tasks; ``--runner local``: ``deltaextras.ops.rorder.rorder`` in local processes);
 6. runs the same query again, counts row groups again, and checks that the query result and the
    whole table (a checksum read through Spark and through deltalake) are unchanged.
 
@@ -52,7 +52,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from deltaextras import RangeAppender, RangeSpec, create_range_table, rorder, rorder_spark
-from deltaextras.ops.inspect import row_group_table
+from deltaextras.ops.maintenance.inspect import row_group_table
 
 BATCH_SECONDS = 300
 EPOCH = datetime(2024, 1, 1, tzinfo=timezone.utc)

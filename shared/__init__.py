@@ -40,43 +40,50 @@ from .version import __version__
 # starts faster.
 _LAZY = {
     "rorder_spark": ".app.spark",
-    "DeleteReport": ".ops.delete",
-    "delete": ".ops.delete",
-    "RorderMessage": ".ops.message",
-    "RorderOptions": ".ops.options",
-    "TablePlan": ".ops.plan",
-    "plan_table": ".ops.plan",
-    "RunInterrupted": ".ops.pool",
-    "RangeAppender": ".ops.ranges",
-    "RangeSpec": ".ops.ranges",
-    "add_range": ".ops.ranges",
-    "append_ranged": ".ops.ranges",
-    "create_range_table": ".ops.ranges",
-    "read_range_spec": ".ops.ranges",
-    "PartitionReport": ".ops.report",
-    "RorderReport": ".ops.report",
-    "plan_messages": ".ops.rorder",
-    "rorder": ".ops.rorder",
-    "rorder_setup_multi": ".ops.rorder",
-    "rorder_single": ".ops.rorder",
-    "enable_deletion_vectors": ".ops.upgrade",
-    "VacuumReport": ".ops.vacuum",
-    "vacuum": ".ops.vacuum",
-    "vacuum_deletion_vectors": ".ops.vacuum",
+    "DeleteReport": ".ops.delete.delete",
+    "delete": ".ops.delete.delete",
+    "RorderMessage": ".ops.rorder.message",
+    "RorderOptions": ".ops.rorder.options",
+    "TablePlan": ".ops.rorder.plan",
+    "plan_table": ".ops.rorder.plan",
+    "RunInterrupted": ".ops.rorder.pool",
+    "RangeAppender": ".ops.ranges.ranges",
+    "RangeSpec": ".ops.ranges.ranges",
+    "add_range": ".ops.ranges.ranges",
+    "append_ranged": ".ops.ranges.ranges",
+    "create_range_table": ".ops.ranges.ranges",
+    "read_range_spec": ".ops.ranges.ranges",
+    "PartitionReport": ".ops.rorder.report",
+    "RorderReport": ".ops.rorder.report",
+    "plan_messages": ".ops.rorder.rorder",
+    "rorder": ".ops.rorder.rorder",
+    "rorder_setup_multi": ".ops.rorder.rorder",
+    "rorder_single": ".ops.rorder.rorder",
+    "enable_deletion_vectors": ".ops.maintenance.upgrade",
+    "VacuumReport": ".ops.maintenance.vacuum",
+    "vacuum": ".ops.maintenance.vacuum",
+    "vacuum_deletion_vectors": ".ops.maintenance.vacuum",
 }
 
 if TYPE_CHECKING:
     from .app.spark import rorder_spark
-    from .ops.delete import DeleteReport, delete
-    from .ops.message import RorderMessage
-    from .ops.options import RorderOptions
-    from .ops.plan import TablePlan, plan_table
-    from .ops.pool import RunInterrupted
-    from .ops.ranges import RangeAppender, RangeSpec, add_range, append_ranged, create_range_table, read_range_spec
-    from .ops.report import PartitionReport, RorderReport
-    from .ops.rorder import plan_messages, rorder, rorder_setup_multi, rorder_single
-    from .ops.upgrade import enable_deletion_vectors
-    from .ops.vacuum import VacuumReport, vacuum, vacuum_deletion_vectors
+    from .ops.delete.delete import DeleteReport, delete
+    from .ops.maintenance.upgrade import enable_deletion_vectors
+    from .ops.maintenance.vacuum import VacuumReport, vacuum, vacuum_deletion_vectors
+    from .ops.ranges.ranges import (
+        RangeAppender,
+        RangeSpec,
+        add_range,
+        append_ranged,
+        create_range_table,
+        read_range_spec,
+    )
+    from .ops.rorder.message import RorderMessage
+    from .ops.rorder.options import RorderOptions
+    from .ops.rorder.plan import TablePlan, plan_table
+    from .ops.rorder.pool import RunInterrupted
+    from .ops.rorder.report import PartitionReport, RorderReport
+    from .ops.rorder.rorder import plan_messages, rorder, rorder_setup_multi, rorder_single
 
 
 def __getattr__(name: str) -> Any:

@@ -8,13 +8,20 @@ cannot start fails the tests that need it. Tests that use them are marked ``azur
 from __future__ import annotations
 
 import shutil
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-from hypothesis import settings
-from services import Azurite, Backend, MotoServer, SailServer, ServiceError, fixtures_dir
+# The test helpers (services, oracle, faultproxy, ...) live in tests/support/: importable by their module
+# name from a test file in any folder under tests/.
+SUPPORT = str(Path(__file__).resolve().parent / "support")
+if SUPPORT not in sys.path:
+    sys.path.insert(0, SUPPORT)
+
+import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
+from services import Azurite, Backend, MotoServer, SailServer, ServiceError, fixtures_dir  # noqa: E402
 
 AZURE_CONTAINER = "deltaextras-tests"
 S3_BUCKET = "deltaextras-tests"
@@ -126,7 +133,7 @@ def spark_cloud(sail_cloud: SailServer) -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def delta_spark() -> Iterator[Any]:
-    """One classic (JVM) ``SparkSession`` with Delta Lake for the whole run (see tests/delta_spark.py).
+    """One classic (JVM) ``SparkSession`` with Delta Lake for the whole run (see tests/support/delta_spark.py).
 
     Skips when pyspark, Java or the Delta jars are missing, unless ``DELTAEXTRAS_REQUIRE_SPARK=1``
     (``.ci/run`` sets it): then it fails."""

@@ -1,5 +1,6 @@
-"""The package's shape: layers import downwards only, no module imports another in a cycle, and the
-library imports no cloud SDK until an adapter asks for one."""
+"""The package's shape: layers import downwards only, no module imports another in a cycle, no operation
+package in ops/ imports another (only its own package and ops/common), and the library imports no cloud SDK
+until an adapter asks for one."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import ast
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 LIBRARY = Path(__file__).resolve().parent.parent / "shared"
 # Lower layers first: a module may import its own layer and the layers before it, never one after.
@@ -101,6 +104,60 @@ def test_layers_import_downwards_only() -> None:
         if _layer(src) >= 0 and _layer(dst) > _layer(src)
     ]
     assert not upward, f"imports against the layering {LAYERS}: {sorted(upward)[:10]}"
+
+
+# Inside ops/, one package per operation; an operation imports its own package and SHARED_OPS, never another.
+OPERATIONS = "deltaextras.ops."
+SHARED_OPS = ("common",)
+
+
+def _operation(module: str) -> str | None:
+    """The operation package of an ops module (``rorder`` for ``deltaextras.ops.rorder.commit.carry``)."""
+    if not module.startswith(OPERATIONS):
+        return None
+    rest = module[len(OPERATIONS) :].split(".")
+    return rest[0] if len(rest) > 1 else None  # a module directly in ops/ belongs to no operation
+
+
+def sideways_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Imports from one operation package into another (``common`` is shared by all, and imports none)."""
+    found = []
+    for src, targets in graph.items():
+        own = _operation(src)
+        for dst in targets:
+            other = _operation(dst)
+            if own and other and other != own and other not in SHARED_OPS:
+                found.append(f"{src} imports {dst}")
+    return sorted(found)
+
+
+def test_operations_import_no_sibling_operation() -> None:
+    graph = _graph()
+    operations = {_operation(m) for m in graph} - {None}
+    assert {"rorder", "delete", "maintenance", "common"} <= operations  # the check sees the packages
+    assert not [m for m in graph if m.startswith(OPERATIONS) and _operation(m) is None], "modules loose in ops/"
+    sideways = sideways_imports(graph)
+    assert not sideways, f"operations importing each other: {sideways[:10]}"
+
+
+def test_sideways_finder_reports_a_sibling_import() -> None:
+    graph = {
+        "deltaextras.ops.rorder.tiers": {"deltaextras.ops.delete.scan", "deltaextras.ops.common.bounds"},
+        "deltaextras.ops.rorder.commit.carry": {"deltaextras.ops.rorder.rewrite.output", "deltaextras.core.dv"},
+        "deltaextras.ops.common.table": {"deltaextras.ops.maintenance.vacuum"},
+    }
+    assert sideways_imports(graph) == [
+        "deltaextras.ops.common.table imports deltaextras.ops.maintenance.vacuum",
+        "deltaextras.ops.rorder.tiers imports deltaextras.ops.delete.scan",
+    ]
+
+
+def test_every_subpackage_is_in_the_wheel() -> None:
+    """setuptools ships only the packages pyproject.toml lists: each folder of the library must be there."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    listed = set(tomllib.loads((LIBRARY.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {_module_name(p) for p in LIBRARY.rglob("__init__.py")}
+    assert found == listed, f"missing from pyproject.toml: {sorted(found - listed)}; stale: {sorted(listed - found)}"
 
 
 def test_import_loads_no_cloud_sdk_or_spark() -> None:

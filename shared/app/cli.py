@@ -24,9 +24,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import DeltaExtrasError, InvalidArgumentError, PartitionsFailedError
-from ..ops.options import parse_sort_item
-from ..ops.pool import THREAD_PREFIX, RunInterrupted
-from ..ops.report import PartitionReport, RorderReport
+from ..ops.rorder.options import parse_sort_item
+from ..ops.rorder.pool import THREAD_PREFIX, RunInterrupted
+from ..ops.rorder.report import PartitionReport, RorderReport
 from ..version import __version__
 from . import preflight, settings
 
@@ -160,7 +160,7 @@ def _register(sub: Any, module: str) -> None:
 
 # ---------------------------------------------------------------------- commands
 def cmd_plan(args: argparse.Namespace) -> int:
-    from ..ops.plan import plan_units
+    from ..ops.rorder.plan import plan_units
 
     kwargs = _option_kwargs(args)
     preflight.by_is_a_data_column(args.table, args.by, _storage_options(args))
@@ -176,7 +176,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ..ops.rorder import rorder
+    from ..ops.rorder.rorder import rorder
 
     kwargs = _option_kwargs(args)
     preflight.by_is_a_data_column(args.table, args.by, _storage_options(args))
@@ -208,9 +208,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     from ..core.snapshot import TableSnapshot
-    from ..ops.features import feature_uses
-    from ..ops.inspect import partition_column, read_amplification, row_group_table, row_groups_per_value
-    from ..ops.plan import partition_not_found, resolve_unit
+    from ..ops.maintenance.features import feature_uses
+    from ..ops.maintenance.inspect import partition_column, read_amplification, row_group_table, row_groups_per_value
+    from ..ops.rorder.plan import partition_not_found, resolve_unit
 
     opts = _storage_options(args)
     if args.plot:
@@ -304,8 +304,8 @@ def _finite(value: Any) -> Any:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from ..ops.inspect import read_amplification
-    from ..ops.rorder import rorder
+    from ..ops.maintenance.inspect import read_amplification
+    from ..ops.rorder.rorder import rorder
     from .demo import build_sensor_table
 
     if args.path and "://" in args.path and not args.path.startswith("file://"):
@@ -347,7 +347,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _demo_panel(path: str, title: str) -> Any:
     """The demo table's layout as it is now, by partition (for the before/after picture)."""
     from ..core.snapshot import TableSnapshot
-    from ..ops.inspect import row_group_table
+    from ..ops.maintenance.inspect import row_group_table
     from .plot import panel_of
 
     snap = TableSnapshot.load(path, None, for_writing=False)

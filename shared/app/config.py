@@ -41,8 +41,8 @@ from typing import Any
 
 from ..core.storage import normalize_uri
 from ..errors import AccessDeniedError, InvalidArgumentError
-from ..ops.message import GROUP_COMMIT_FROM
-from ..ops.options import RorderOptions
+from ..ops.rorder.message import GROUP_COMMIT_FROM
+from ..ops.rorder.options import RorderOptions
 from . import settings
 
 _ENTRY_KEYS = {
@@ -165,7 +165,7 @@ class TableConfig:
         return out
 
     def plan_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of :func:`deltaextras.ops.plan.plan_units` for this table."""
+        """Keyword arguments of :func:`deltaextras.ops.rorder.plan.plan_units` for this table."""
         o = self.options
         return {
             "by": o.by,

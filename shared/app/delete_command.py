@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..ops.delete import DEFAULT_INLINE_MAX_BYTES, MODES, delete
+from ..ops.delete.delete import DEFAULT_INLINE_MAX_BYTES, MODES, delete
 from . import settings
 
 
@@ -58,7 +58,7 @@ def cmd_delete(args: Any) -> int:
     """Run ``deltaextras delete``; prints the report, returns the exit code (0)."""
     options = settings.storage_options(args.storage_option)
     if args.enable_deletion_vectors:
-        from ..ops.upgrade import enable_deletion_vectors
+        from ..ops.maintenance.upgrade import enable_deletion_vectors
 
         version = enable_deletion_vectors(args.table, storage_options=options)
         if not args.json:

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import DeltaExtrasError
-from ..ops.plan import TablePlan, plan_units
+from ..ops.rorder.plan import TablePlan, plan_units
 from .config import AppConfig, TableConfig
 
 log = logging.getLogger(__name__)

@@ -28,9 +28,9 @@ from typing import Any
 
 from ..core.storage import normalize_uri
 from ..errors import InvalidArgumentError
-from ..ops.message import RorderMessage, partition_value_to_str
-from ..ops.options import parse_sort_item
-from ..ops.plan import plan_units
+from ..ops.rorder.message import RorderMessage, partition_value_to_str
+from ..ops.rorder.options import parse_sort_item
+from ..ops.rorder.plan import plan_units
 from .config import AppConfig, TableConfig
 
 Send = Callable[[Sequence[str]], Any]

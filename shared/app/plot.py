@@ -75,7 +75,7 @@ class LayoutPicture:
 
 @dataclass
 class Panel:
-    """One picture of a layout: a :func:`~deltaextras.ops.inspect.row_group_table`, the rows deletion
+    """One picture of a layout: a :func:`~deltaextras.ops.maintenance.inspect.row_group_table`, the rows deletion
     vectors hide per row group, and the partition label of each file (``None``: the table is one unit)."""
 
     table: pa.Table
@@ -105,7 +105,7 @@ def require_matplotlib(path: str | None = None) -> None:
 
 
 def deleted_rows_per_row_group(table: pa.Table, deleted: dict[str, Any]) -> list[int]:
-    """Rows hidden by deletion vectors in each row of a :func:`~deltaextras.ops.inspect.row_group_table`.
+    """Rows hidden by deletion vectors in each row of a :func:`~deltaextras.ops.maintenance.inspect.row_group_table`.
 
     ``deleted`` maps a file (as in the table's ``file`` column) to the set of its deleted row
     positions (anything with ``range_cardinality(start, stop)``, e.g. a ``pyroaring.BitMap``); row
@@ -186,7 +186,7 @@ def draw_layout(
     title: str = "",
     partition_of: Mapping[str, str] | None = None,
 ) -> LayoutPicture:
-    """Draw one :func:`~deltaextras.ops.inspect.row_group_table` (plus deleted rows per row group) to
+    """Draw one :func:`~deltaextras.ops.maintenance.inspect.row_group_table` (plus deleted rows per row group) to
     ``path`` (``.svg``, ``.png`` or ``.pdf``). Returns what was drawn. See the module doc for the picture."""
     return draw_panels([Panel(table, deleted, title, partition_of)], path)
 
@@ -228,7 +228,7 @@ class _Band:
 
 def _bands(panel: Panel) -> tuple[list[_Band], int]:
     """The bands of a panel (at most :data:`MAX_BANDS`, in partition order) and how many were left out."""
-    from ..ops.inspect import row_groups_per_value
+    from ..ops.maintenance.inspect import row_groups_per_value
 
     names = panel.table.column("file").to_pylist()
     of = panel.partition_of or {}
@@ -347,7 +347,7 @@ def _band_label(band: _Band) -> str:
 
 
 def panel_of(snap: Any, table: pa.Table, unit: str | None, title: str = "") -> Panel:
-    """The :class:`Panel` of a :func:`~deltaextras.ops.inspect.row_group_table` read from snapshot ``snap``:
+    """The :class:`Panel` of a :func:`~deltaextras.ops.maintenance.inspect.row_group_table` read from snapshot ``snap``:
     the rows its deletion vectors hide, and each file's partition of column ``unit``."""
     from ..core.dv import read_deletion_vectors
 

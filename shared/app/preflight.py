@@ -48,7 +48,7 @@ def by_is_a_data_column(table: str, by: str | None, storage_options: Mapping[str
         return
     from ..core.partition_snapshot import read_head
     from ..core.storage import TableStorage
-    from ..ops.table import table_args
+    from ..ops.common.table import table_args
 
     uri, options = table_args(table, storage_options)
     head = read_head(TableStorage(uri, options))

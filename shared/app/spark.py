@@ -1,9 +1,9 @@
 """Run the partition jobs of ``rorder`` as Spark tasks: one work message per task, through ``mapInArrow``.
 
-The driver plans the table (deltalake, as :func:`~deltaextras.ops.rorder.plan_messages` does), puts the
+The driver plans the table (deltalake, as :func:`~deltaextras.ops.rorder.rorder.plan_messages` does), puts the
 messages in a small DataFrame with one Spark partition per message, and maps each partition with a
-Python function that calls :func:`~deltaextras.ops.rorder.rorder_single` on the executor. Each task
-returns its :class:`~deltaextras.ops.report.PartitionReport` as an Arrow row; the driver collects them
+Python function that calls :func:`~deltaextras.ops.rorder.rorder.rorder_single` on the executor. Each task
+returns its :class:`~deltaextras.ops.rorder.report.PartitionReport` as an Arrow row; the driver collects them
 and hands back a local report DataFrame. Only ``createDataFrame``, ``repartition``,
 ``mapInArrow`` and ``collect`` are used: DataFrame API calls that Spark Connect and a classic
 ``SparkSession`` both offer (the tests run it over Spark Connect against Sail 0.7.2 and on a classic
@@ -43,7 +43,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import DeltaExtrasError, InvalidArgumentError, PartitionsFailedError
-from ..ops.report import PartitionReport, RorderReport
+from ..ops.rorder.report import PartitionReport, RorderReport
 
 __all__ = ["REPORT_SCHEMA", "report_struct_type", "rorder_spark", "run_message_batch", "run_messages_spark"]
 
@@ -60,7 +60,7 @@ def _report_schema() -> pa.Schema:
     return pa.schema(out)
 
 
-#: Arrow schema of the report rows: one column per :class:`~deltaextras.ops.report.PartitionReport` field.
+#: Arrow schema of the report rows: one column per :class:`~deltaextras.ops.rorder.report.PartitionReport` field.
 REPORT_SCHEMA: pa.Schema = _report_schema()
 _TASK_SCHEMA = pa.schema([pa.field("seq", pa.int64()), *REPORT_SCHEMA])
 
@@ -106,7 +106,7 @@ def run_message_batch(batch: pa.RecordBatch, storage_options: Mapping[str, str] 
         >>> run_message_batch(batch, None).select(["partition", "status", "values"]).to_pylist()
         [{'partition': 'k_range=0', 'status': 'committed', 'values': 2}]
     """
-    from ..ops.rorder import rorder_single
+    from ..ops.rorder.rorder import rorder_single
 
     rows: list[dict[str, Any]] = []
     for text in batch.column("message").to_pylist():
@@ -136,7 +136,7 @@ def _make_task(
         for attempt in range(8):
             try:
                 import deltaextras
-                import deltaextras.ops.rorder  # noqa: F401
+                import deltaextras.ops.rorder.rorder  # noqa: F401
                 from deltaextras.app.spark import run_message_batch as run
 
                 break
@@ -225,7 +225,7 @@ def rorder_spark(
 ) -> Any:
     """``rorder`` with the partition jobs run as Spark tasks; returns a per-partition report DataFrame.
 
-    Options as :func:`~deltaextras.ops.rorder.rorder`. The driver plans with ``storage_options``;
+    Options as :func:`~deltaextras.ops.rorder.rorder.rorder`. The driver plans with ``storage_options``;
     the tasks use ``task_storage_options`` (default: the same; pass ``{}`` to let the executors use
     their own credentials, e.g. a managed identity). ``max_tasks`` caps the Spark partitions (and
     so the partitions rewritten at once). The returned DataFrame is built from the collected
@@ -237,7 +237,7 @@ def rorder_spark(
         >>> reports = rorder_spark(spark, "/data/sensors", sort_by="utc_time")  # doctest: +SKIP
         >>> reports.groupBy("status").count().show()  # doctest: +SKIP
     """
-    from ..ops.plan import plan_units
+    from ..ops.rorder.plan import plan_units
 
     plan = plan_units(
         os.fspath(table_uri) if isinstance(table_uri, os.PathLike) else table_uri,

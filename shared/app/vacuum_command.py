@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from ..errors import InvalidArgumentError
-from ..ops.vacuum import VacuumReport, vacuum
+from ..ops.maintenance.vacuum import VacuumReport, vacuum
 from . import settings
 
 

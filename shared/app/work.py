@@ -2,7 +2,7 @@
 
 :func:`handle` parses and validates the message, refuses tables that are not configured (the
 allow-list), fills the options the message leaves out from the table's configuration, runs
-:func:`~deltaextras.ops.rorder.rorder_single` and classifies the result:
+:func:`~deltaextras.ops.rorder.rorder.rorder_single` and classifies the result:
 
 =============  ==========================================================  ===========================
 status         when                                                        the queue edge then
@@ -48,9 +48,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import DeltaExtrasError, is_retryable
-from ..ops.message import RorderMessage, decode_body
-from ..ops.report import PartitionReport
-from ..ops.rorder import Hooks, rorder_single
+from ..ops.rorder.message import RorderMessage, decode_body
+from ..ops.rorder.report import PartitionReport
+from ..ops.rorder.rorder import Hooks, rorder_single
 from .config import AppConfig
 
 log = logging.getLogger(__name__)
@@ -185,7 +185,7 @@ def handle(
 
     ``max_attempts`` is the queue's delivery limit (``maxDequeueCount``): a transient failure on that
     attempt is dead-lettered with its reason instead of being left for the queue to drop without one.
-    ``hooks`` are passed to :func:`~deltaextras.ops.rorder.rorder_single` (tracing, fault injection).
+    ``hooks`` are passed to :func:`~deltaextras.ops.rorder.rorder.rorder_single` (tracing, fault injection).
     """
     started = time.monotonic()
     text = body.decode("utf-8", errors="replace") if isinstance(body, (bytes, bytearray)) else str(body)

@@ -5,7 +5,7 @@ version: the actions (with its own ``commitInfo.txnId``), the version it read, i
 what it read (files, ``txn`` appId and version) and the files it wrote. A committer publishes many
 staged commits in one Delta version (:mod:`deltaextras.core.committer`) and records each unit's
 outcome beside it. Everything lives under the table root in a directory of our own that readers,
-vacuum and :func:`~deltaextras.ops.vacuum.orphans` skip (its name starts with ``_``)::
+vacuum and :func:`~deltaextras.ops.maintenance.vacuum.orphans` skip (its name starts with ``_``)::
 
     _deltaextras/staged/<staged at, ms>-<txnId>.json   one staged commit (JSON)
     _deltaextras/outcomes/<written at, ms>-<run>.json  the outcomes one committer run decided

@@ -1,0 +1,4 @@
+"""Pieces several operations share: ``table`` (loading a table's snapshot), ``changes`` (change data files),
+``bounds`` (statistics and partition values as comparable bounds), ``features`` (table features a writer
+checks).
+"""

@@ -1,0 +1,319 @@
+"""Deleting files that no version of the table within the retention period needs, vector files included.
+
+deltalake 1.6's ``DeltaTable.vacuum()`` does not do this right for deletion vector files: its default
+("lite") mode deletes the data files of expired ``remove`` actions but never the vector files those
+actions name, and its ``full=True`` mode deletes every vector file, those live files still use too
+(measured on deltalake 1.6.6, also on Databricks-written tables); only when no live file carries a
+vector is its full mode safe for them. :func:`vacuum` runs deltalake's default vacuum for data files
+and :func:`vacuum_deletion_vectors` for vector files; ``deltaextras vacuum TABLE`` is the same.
+
+A vector file is deleted when some ``remove`` action named it (so it was committed once) with a
+``deletionTimestamp`` older than the retention, no unexpired ``remove`` names it, and no live file
+uses it. Files no log entry ever named are left alone.
+
+Example:
+    >>> import tempfile, pyarrow as pa
+    >>> from deltalake import write_deltalake
+    >>> from deltaextras.ops.delete.delete import delete
+    >>> from deltaextras.ops.maintenance.upgrade import enable_deletion_vectors
+    >>> path = tempfile.mkdtemp()
+    >>> write_deltalake(path, pa.table({"k": list(range(100))}))
+    >>> _ = enable_deletion_vectors(path)
+    >>> _ = delete(path, "k < 10", inline_max_bytes=0)
+    >>> _ = delete(path, "k < 20", inline_max_bytes=0)  # a new vector file replaces the first
+    >>> import time; time.sleep(0.005)  # retention 0 still means "removed before now", not in this millisecond
+    >>> len(vacuum_deletion_vectors(path, retention_hours=0))  # dry run: what would go
+    1
+    >>> len(vacuum_deletion_vectors(path, retention_hours=0, dry_run=False))
+    1
+    >>> vacuum_deletion_vectors(path, retention_hours=0)
+    []
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ...core.actions import Add, Cdc, Remove, now_ms
+from ...core.dv import file_key
+from ...core.log import LOG_DIR, latest_version, log_actions
+from ...core.snapshot import deltalake_can_write
+from ...core.storage import TableStorage
+from ...errors import InvalidArgumentError, StorageError, UnsupportedFeatureError
+from ..common.table import load_snapshot, table_args
+
+DEFAULT_RETENTION_HOURS = 168.0
+_INTERVAL = re.compile(r"^\s*(?:interval\s+)?(\d+(?:\.\d+)?)\s*([a-z]+)\s*$", re.IGNORECASE)
+_UNIT_HOURS = {
+    "second": 1 / 3600,
+    "seconds": 1 / 3600,
+    "minute": 1 / 60,
+    "minutes": 1 / 60,
+    "hour": 1.0,
+    "hours": 1.0,
+    "day": 24.0,
+    "days": 24.0,
+    "week": 168.0,
+    "weeks": 168.0,
+}
+
+
+def retention_hours_of(configuration: Mapping[str, str]) -> float:
+    """``delta.deletedFileRetentionDuration`` in hours (default 168, one week).
+
+    Example:
+        >>> retention_hours_of({"delta.deletedFileRetentionDuration": "interval 2 days"})
+        48.0
+    """
+    raw = configuration.get("delta.deletedFileRetentionDuration")
+    if not raw:
+        return DEFAULT_RETENTION_HOURS
+    m = _INTERVAL.match(str(raw))
+    if not m or m.group(2).lower() not in _UNIT_HOURS:
+        return DEFAULT_RETENTION_HOURS
+    return float(m.group(1)) * _UNIT_HOURS[m.group(2).lower()]
+
+
+def vacuum_deletion_vectors(
+    table: Any,
+    *,
+    retention_hours: float | None = None,
+    dry_run: bool = True,
+    storage_options: Mapping[str, str] | None = None,
+) -> list[str]:
+    """The vector files (keys under the table root) no version within the retention needs; with
+    ``dry_run=False`` they are deleted. ``retention_hours`` defaults to the table's
+    ``delta.deletedFileRetentionDuration`` (one week when unset)."""
+    _uri, storage, snap, hours = _open(table, storage_options, retention_hours)
+    return _vector_files(storage, snap, hours, dry_run)
+
+
+def _open(
+    table: Any, storage_options: Mapping[str, str] | None, retention_hours: float | None
+) -> tuple[str, TableStorage, Any, float]:
+    """URI, storage, snapshot and retention (hours) of a vacuum."""
+    uri, options = table_args(table, storage_options)
+    storage = TableStorage(uri, options)
+    snap = load_snapshot(storage)
+    hours = retention_hours_of(snap.configuration) if retention_hours is None else float(retention_hours)
+    if hours < 0:
+        raise InvalidArgumentError(f"retention_hours must not be negative, got {retention_hours!r}")
+    return uri, storage, snap, hours
+
+
+def _vector_files(storage: TableStorage, snap: Any, hours: float, dry_run: bool) -> list[str]:
+    cutoff = now_ms() - int(hours * 3_600_000)
+    live = {file_key(f.dv) for f in snap.files if f.dv and f.dv.storage_type == "u"}
+    expired: set[str] = set()
+    recent: set[str] = set()
+    for remove in _removes(storage):
+        dv = remove.deletion_vector
+        if dv is None or dv.storage_type != "u":
+            continue
+        key = file_key(dv)
+        if int(remove.deletion_timestamp or 0) < cutoff:
+            expired.add(key)
+        else:
+            recent.add(key)
+    doomed = sorted(k for k in expired - recent - live if storage.exists(k))
+    if not dry_run:
+        for key in doomed:
+            storage.delete(key)
+    return doomed
+
+
+@dataclass
+class VacuumReport:
+    """What :func:`vacuum` deleted (or, in a dry run, would delete): keys relative to the table root."""
+
+    table: str
+    retention_hours: float
+    dry_run: bool
+    data_files: list[str] = field(default_factory=list)
+    vector_files: list[str] = field(default_factory=list)
+    bytes: int = 0  # stored size of the files listed
+    default_retention_hours: float = DEFAULT_RETENTION_HOURS  # the table's delta.deletedFileRetentionDuration
+
+    def line(self) -> str:
+        """One line for people.
+
+        Example:
+            >>> VacuumReport("/t", 168.0, True, ["a.parquet"], []).line()
+            '/t: would delete 1 data file(s) and 0 deletion vector file(s) older than 168 h (dry run)'
+        """
+        verb = "would delete" if self.dry_run else "deleted"
+        size = f", {self.bytes / 2**20:.2f} MiB" if self.bytes else ""
+        return (
+            f"{self.table}: {verb} {len(self.data_files)} data file(s) and {len(self.vector_files)} deletion "
+            f"vector file(s) older than {self.retention_hours:g} h{size}{' (dry run)' if self.dry_run else ''}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+
+def vacuum(
+    table: Any,
+    *,
+    retention_hours: float | None = None,
+    dry_run: bool = True,
+    storage_options: Mapping[str, str] | None = None,
+) -> VacuumReport:
+    """deltalake's vacuum (default mode: the data files of expired ``remove`` actions), then
+    :func:`vacuum_deletion_vectors` for the vector files it leaves. ``retention_hours`` defaults to the
+    table's ``delta.deletedFileRetentionDuration`` (one week when unset); a value below it is honoured
+    because it was asked for.
+
+    Example:
+        >>> import tempfile, pyarrow as pa
+        >>> from deltalake import write_deltalake
+        >>> path = tempfile.mkdtemp()
+        >>> write_deltalake(path, pa.table({"k": [1, 2]}))
+        >>> write_deltalake(path, pa.table({"k": [3]}), mode="overwrite")  # the first file is removed
+        >>> report = vacuum(path, retention_hours=0)  # dry run
+        >>> len(report.data_files), report.vector_files, report.dry_run
+        (1, [], True)
+    """
+    uri, storage, snap, hours = _open(table, storage_options, retention_hours)
+    stored = dict(storage.list(""))  # sizes for the report, taken before anything is deleted
+    if deltalake_can_write(snap.protocol):
+        data = _deltalake_data_files(uri, storage, stored, hours, dry_run)
+    else:
+        data = _data_files(storage, snap, stored, hours, dry_run)
+    vectors = _vector_files(storage, snap, hours, dry_run)
+    return VacuumReport(
+        table=uri,
+        retention_hours=hours,
+        dry_run=dry_run,
+        data_files=data,
+        vector_files=vectors,
+        bytes=sum(stored.get(k, 0) for k in data) + sum(stored.get(k, 0) for k in vectors),
+        default_retention_hours=retention_hours_of(snap.configuration),
+    )
+
+
+def _deltalake_data_files(
+    uri: str, storage: TableStorage, stored: dict[str, int], hours: float, dry_run: bool
+) -> list[str]:
+    """The data files deltalake's default vacuum deletes (or would), of those ``stored``."""
+    from deltalake.exceptions import DeltaError
+
+    root = storage.deltalake_uri.rstrip("/") + "/"
+    try:
+        from deltalake import DeltaTable
+
+        dl = DeltaTable(storage.deltalake_uri, storage_options=storage.storage_options or None)
+        retention = int(hours) if hours == int(hours) else int(hours) + 1
+        # deltalake names every expired tombstone, deleted already or not: keep those still stored
+        named = {
+            p[len(root) :] if p.startswith(root) else p
+            for p in dl.vacuum(retention_hours=retention, dry_run=True, enforce_retention_duration=False)
+        }
+        data = sorted(named & stored.keys())
+        if data and not dry_run:
+            dl.vacuum(retention_hours=retention, dry_run=False, enforce_retention_duration=False)
+    except (DeltaError, OSError) as exc:
+        text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+        raise StorageError(f"deltalake's vacuum failed on {uri}: {text}; no vector file was deleted") from None
+    return data
+
+
+def _data_files(storage: TableStorage, snap: Any, stored: dict[str, int], hours: float, dry_run: bool) -> list[str]:
+    """The same as deltalake's default vacuum, for tables deltalake cannot vacuum: the data files of ``remove``
+    actions older than the retention that no newer ``remove`` and no live file names, and that are stored."""
+    cutoff = now_ms() - int(hours * 3_600_000)
+    live = {f.key for f in snap.files}
+    expired: set[str] = set()
+    recent: set[str] = set()
+    for remove in _removes(storage):
+        try:
+            key = storage.key_of(remove.path)
+        except UnsupportedFeatureError:  # a file outside the table is not ours to delete
+            continue
+        (expired if int(remove.deletion_timestamp or 0) < cutoff else recent).add(key)
+    doomed = sorted(k for k in expired - recent - live if k in stored)
+    if not dry_run:
+        for key in doomed:
+            storage.delete(key)
+    return doomed
+
+
+def _removes(storage: TableStorage) -> Iterable[Remove]:
+    """Every ``remove`` action the log still holds: commits present, and the newest checkpoint's tombstones."""
+    return (a for a in log_actions(storage) if isinstance(a, Remove))
+
+
+_STAGING = re.compile(r"#\d+$")
+# Top-level names deltalake's vacuum looks into although they start with "_" (as delta-rs does).
+_VACUUMED_HIDDEN = ("_change_data", "_delta_index")
+
+
+def orphans(table: Any, storage_options: Mapping[str, str] | None = None) -> list[str]:
+    """Files under the table root that no log entry references: what a crashed or killed writer left.
+
+    Reported (keys relative to the table root, sorted):
+
+    * data and deletion vector files that no ``add``, ``remove`` or ``cdc`` action of the log (the
+      commits present and the newest checkpoint) names -- a rewrite's outputs written before a crash,
+      for example. deltalake's ``vacuum(retention_hours=0, enforce_retention_duration=False,
+      dry_run=False, full=True)`` deletes exactly these; its default ("lite") mode does not look at
+      unreferenced files at all. Paths deltalake's vacuum skips (names starting with ``.`` or ``_``,
+      other than partition directories ``name=value``, ``_change_data`` and ``_delta_index``) are skipped here too;
+    * on local disk only, half-written staging files of atomic writes (``<name>#<n>``, e.g.
+      ``_delta_log/00000000000000000007.json#1`` after a crash during a commit): no reader or lister
+      of object_store, deltalake, Spark or this package ever sees them, and no vacuum removes them;
+      delete them by hand.
+
+    A concurrent writer's files that are not committed *yet* are listed too: this is a report of the
+    moment, not a licence to delete. Deleting is vacuum's job, with a retention that outlasts any
+    writer.
+
+    Example:
+        >>> import pathlib, tempfile, pyarrow as pa
+        >>> from deltalake import write_deltalake
+        >>> path = tempfile.mkdtemp()
+        >>> write_deltalake(path, pa.table({"k": [1, 2]}))
+        >>> _ = (pathlib.Path(path) / "part-crashed.parquet").write_bytes(b"PAR1")
+        >>> orphans(path)
+        ['part-crashed.parquet']
+    """
+    uri, options = table_args(table, storage_options)
+    storage = TableStorage(uri, options)
+    latest_version(storage)  # no log: TableNotFoundError
+    referenced: set[str] = set()
+    for action in log_actions(storage):
+        if not isinstance(action, (Add, Remove, Cdc)):
+            continue
+        if isinstance(action.path, str):
+            with contextlib.suppress(UnsupportedFeatureError):  # a file outside the table is not ours to judge
+                referenced.add(storage.key_of(action.path))
+        dv = None if isinstance(action, Cdc) else action.deletion_vector
+        if dv is not None and dv.storage_type == "u":
+            referenced.add(file_key(dv))
+        elif dv is not None and dv.storage_type == "p":
+            where, key = storage.resolve(str(dv.path_or_inline_dv))
+            if where is storage:
+                referenced.add(key)
+    found = []
+    for key, _size in storage.list(""):
+        if key.startswith(LOG_DIR) or key in referenced:
+            continue
+        if key.startswith((".", "_")) and not key.startswith(_VACUUMED_HIDDEN) and "=" not in key.split("/")[0]:
+            continue
+        found.append(key)
+    if storage.local_root is not None:
+        root = storage.local_root
+        for dirpath, _dirs, names in os.walk(root):
+            for name in names:
+                if _STAGING.search(name):
+                    found.append(os.path.relpath(os.path.join(dirpath, name), root).replace(os.sep, "/"))
+    return sorted(found)
+
+
+__all__ = ["DEFAULT_RETENTION_HOURS", "orphans", "retention_hours_of", "vacuum_deletion_vectors"]

@@ -1,0 +1,3 @@
+"""Range partitioning for writers: ``ranges`` (range specs, the derived range column, its CHECK constraint,
+creating range tables and appending to them).
+"""

@@ -1,0 +1,222 @@
+"""Rewrite options shared by ``rorder``, work messages and app settings, validated in one place.
+
+Example:
+    >>> opts = RorderOptions.build(sort_by=["utc_time", ("quality", "descending")], unique_by="utc_time")
+    >>> opts.sort_by
+    (('utc_time', 'ascending'), ('quality', 'descending'))
+    >>> opts.unique_by
+    ('utc_time',)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ...errors import InvalidArgumentError, shown
+
+DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
+DEFAULT_MEMORY_BUDGET = 96 * 1024 * 1024
+# Like Spark's OPTIMIZE (spark.databricks.delta.optimize.maxDeletedRowsRatio = 0.05), but measured over a
+# whole partition: a partition already in layout is rewritten when deletion vectors hide more than 5 %
+# of its rows.
+DEFAULT_MAX_DELETED_ROWS_RATIO = 0.05
+ORDERS = ("ascending", "descending")
+# "full": every run rewrites a partition with new files whole; "tiered": a run rewrites only the fresh files
+# and the settled runs the size-tiered policy merges (see deltaextras.ops.rorder.tiers).
+LAYOUTS = ("full", "tiered")
+DEFAULT_LAYOUT = "full"
+
+SortSpec = tuple[tuple[str, str], ...]
+
+
+def normalize_sort_by(sort_by: Any) -> SortSpec:
+    """Turn ``"c"``, ``["a", "b"]`` or ``[("a", "descending"), ...]`` into ``((col, order), ...)``.
+
+    Example:
+        >>> normalize_sort_by("utc_time")
+        (('utc_time', 'ascending'),)
+        >>> normalize_sort_by([["a", "descending"], "b"])
+        (('a', 'descending'), ('b', 'ascending'))
+    """
+    if sort_by is None:
+        return ()
+    if isinstance(sort_by, str):
+        return ((_column_name(sort_by, "sort_by"), "ascending"),)
+    if not isinstance(sort_by, (list, tuple)):
+        raise InvalidArgumentError(
+            f"sort_by must be a column name, a list of names or (name, 'ascending'|'descending') pairs, "
+            f"not {type(sort_by).__name__}"
+        )
+    out: list[tuple[str, str]] = []
+    for item in sort_by:
+        if isinstance(item, str):
+            out.append((_column_name(item, "sort_by"), "ascending"))
+        elif isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[1], str):
+            out.append((_column_name(item[0], "sort_by"), sort_order(item[1], item[0])))
+        else:
+            raise InvalidArgumentError(
+                f"sort_by entry {shown(item)} must be a column name or a (name, 'ascending'|'descending') pair"
+            )
+    return tuple(out)
+
+
+# Every accepted spelling of a sort direction (case-insensitive), for the library, messages, settings and CLI.
+DIRECTIONS = {"asc": "ascending", "ascending": "ascending", "desc": "descending", "descending": "descending"}
+
+
+def sort_order(word: str, column: Any = None) -> str:
+    """The direction a spelling names (``asc``/``ascending``/``desc``/``descending``, any case); any
+    other spelling is refused with one line naming the accepted ones.
+
+    Example:
+        >>> sort_order("DESC"), sort_order("ascending")
+        ('descending', 'ascending')
+        >>> try:
+        ...     sort_order("down", "t")
+        ... except InvalidArgumentError as exc:
+        ...     print(exc)
+        sort_by direction 'down' for column 't' is not known; use asc, ascending, desc or descending
+    """
+    order = DIRECTIONS.get(word.strip().lower()) if isinstance(word, str) else None
+    if order is None:
+        where = f" for column {column!r}" if column is not None else ""
+        raise InvalidArgumentError(
+            f"sort_by direction {shown(word)}{where} is not known; use asc, ascending, desc or descending"
+        )
+    return order
+
+
+def parse_sort_item(text: str) -> tuple[str, str]:
+    """A command-line sort key ``COL`` or ``COL:DIRECTION`` as ``(column, direction)``.
+
+    Example:
+        >>> parse_sort_item("utc_time:desc"), parse_sort_item("quality")
+        (('utc_time', 'descending'), ('quality', 'ascending'))
+    """
+    column, sep, word = text.rpartition(":")
+    if not sep:
+        return _column_name(text, "sort_by"), "ascending"
+    return _column_name(column, "sort_by"), sort_order(word, column)
+
+
+def normalize_columns(value: Any, what: str) -> tuple[str, ...]:
+    """Turn ``"c"`` or ``["a", "b"]`` into a tuple of column names.
+
+    Example:
+        >>> normalize_columns(["node_id", "utc_time"], "unique_by")
+        ('node_id', 'utc_time')
+    """
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (_column_name(value, what),)
+    if isinstance(value, (list, tuple)):
+        return tuple(_column_name(v, what) for v in value)
+    raise InvalidArgumentError(f"{what} must be a column name or a list of names, not {type(value).__name__}")
+
+
+def _column_name(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise InvalidArgumentError(f"{what} names must be non-empty strings, got {shown(value)}")
+    return value
+
+
+MAX_LONG = 2**63 - 1
+
+
+def _positive_int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_LONG:
+        raise InvalidArgumentError(f"{what} must be an integer from 1 to {MAX_LONG} (bytes), got {shown(value)}")
+    return value
+
+
+@dataclass(frozen=True)
+class RorderOptions:
+    """How one partition is rewritten.
+
+    ``by`` is the row-group column (``None``: the partition column minus ``_range``); ``sort_by``
+    orders rows inside a value; ``unique_by`` is the de-duplication key; ``target_file_size`` splits
+    output files (bytes on storage); ``memory_budget`` bounds the rows held at once (Arrow bytes);
+    ``max_deleted_rows_ratio`` rewrites an in-layout partition whose deletion vectors hide more
+    than this share of its rows; ``layout`` is ``"full"`` (a partition with new files is rewritten whole)
+    or ``"tiered"`` (only fresh files and the tiers :mod:`deltaextras.ops.rorder.tiers` merges are rewritten).
+    """
+
+    by: str | None = None
+    sort_by: SortSpec = ()
+    unique_by: tuple[str, ...] = ()
+    target_file_size: int = DEFAULT_TARGET_FILE_SIZE
+    memory_budget: int = DEFAULT_MEMORY_BUDGET
+    max_deleted_rows_ratio: float = DEFAULT_MAX_DELETED_ROWS_RATIO
+    layout: str = DEFAULT_LAYOUT
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> RorderOptions:
+        """:meth:`build` from the option keys of a mapping (a work message, a table entry of the settings);
+        other keys are ignored.
+
+        Example:
+            >>> RorderOptions.from_mapping({"path": "/t", "unique_by": "k"}).unique_by
+            ('k',)
+        """
+        keys = ("by", "sort_by", "unique_by", "target_file_size", "memory_budget", "max_deleted_rows_ratio", "layout")
+        return cls.build(**{k: data.get(k) for k in keys})
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        by: str | None = None,
+        sort_by: Any = None,
+        unique_by: Any = None,
+        target_file_size: int | None = None,
+        memory_budget: int | None = None,
+        max_deleted_rows_ratio: float | None = None,
+        layout: str | None = None,
+    ) -> RorderOptions:
+        """Validate loosely typed options (as users and messages give them).
+
+        Example:
+            >>> RorderOptions.build(by="node_id", target_file_size=64 << 20).target_file_size
+            67108864
+        """
+        if by is not None:
+            by = _column_name(by, "by")
+        ratio = DEFAULT_MAX_DELETED_ROWS_RATIO if max_deleted_rows_ratio is None else max_deleted_rows_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0.0 <= ratio <= 1.0:
+            raise InvalidArgumentError(f"max_deleted_rows_ratio must be a number in [0, 1], got {shown(ratio)}")
+        layout = DEFAULT_LAYOUT if layout is None else layout
+        if layout not in LAYOUTS:
+            raise InvalidArgumentError(f"layout must be 'full' or 'tiered', got {shown(layout)}")
+        return cls(
+            by=by,
+            sort_by=normalize_sort_by(sort_by),
+            unique_by=normalize_columns(unique_by, "unique_by"),
+            target_file_size=_positive_int(
+                DEFAULT_TARGET_FILE_SIZE if target_file_size is None else target_file_size, "target_file_size"
+            ),
+            memory_budget=_positive_int(
+                DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget, "memory_budget"
+            ),
+            max_deleted_rows_ratio=float(ratio),
+            layout=layout,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The options as plain JSON values (for messages and ``commitInfo``).
+
+        Example:
+            >>> RorderOptions.build(sort_by="t").to_json()["sort_by"]
+            [['t', 'ascending']]
+        """
+        return {
+            "by": self.by,
+            "sort_by": [list(p) for p in self.sort_by],
+            "unique_by": list(self.unique_by),
+            "target_file_size": self.target_file_size,
+            "memory_budget": self.memory_budget,
+            "max_deleted_rows_ratio": self.max_deleted_rows_ratio,
+            "layout": self.layout,
+        }

@@ -1,0 +1,4 @@
+"""One partition's rewrite: ``rewrite`` (the partition rewriter), ``ordering`` (sort permutation and
+gathering), ``layout`` (writer settings and the layout tag), ``lanes`` (two files at once), ``output``
+(output files and their statistics), ``row_keys`` (de-duplication keys), ``threads`` (helper threads).
+"""

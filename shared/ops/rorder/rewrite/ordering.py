@@ -1,0 +1,120 @@
+"""The order of a pass's rows: which row goes where once sorted by the row-group column and then
+``sort_by`` (computed on indices, the rows stay where they are), where each value's rows end, and the
+gathering of a group of values' rows in that order.
+
+Example:
+    >>> import pyarrow as pa
+    >>> from deltaextras.ops.rorder.rewrite.output import RewriteResult
+    >>> t = pa.table({"k": [2, 1, 2, 1], "t": [9, 8, 7, 6]})
+    >>> perm, ends = permutation(t, "k", [("t", "ascending", "at_end")])
+    >>> perm.tolist(), ends
+    ([3, 1, 2, 0], [2, 4])
+    >>> gatherer(t, "k", perm, ends, RewriteResult())([0, 2, 4]).to_pydict()
+    {'k': [1, 1, 2, 2], 't': [6, 8, 7, 9]}
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ....core.arrays import index_array, numpy_indices, plain_integers
+from ....core.values import run_ends as value_run_ends
+from .lanes import value_groups
+from .output import RewriteResult, timed
+from .threads import HelperPool
+
+SORT_THREADS = 2
+
+
+def permutation(table: pa.Table, by: str, inner: list[tuple[str, str, str]]) -> tuple[np.ndarray, list[int]]:
+    """Row indices in ``by`` order (nulls last) then ``inner`` order (``(column, order, "at_end")``)
+    within each value, and where each value's rows end. The value order and the run ends are computed
+    side by side; each value's inner sort on its own, on two threads."""
+    by_col = table.column(by).chunk(0)
+    with HelperPool(1) as pool:
+        ends = pool.submit(run_ends, by_col)
+        order = numpy_indices(pc.array_sort_indices(by_col, null_placement="at_end"))
+        runs = ends.result()
+    del by_col
+    if not inner:
+        return order, runs
+    keys = table.select([name for name, _, _ in inner])
+    perm = np.empty_like(order)
+
+    def sort_run(bounds: tuple[int, int]) -> None:
+        start, end = bounds
+        if end - start < 2:
+            perm[start:end] = order[start:end]
+            return
+        part = keys.take(index_array(order[start:end]))
+        plain = plain_integers(part.column(0)) if len(inner) == 1 else None
+        if plain is not None:
+            # Integers and times without nulls: NumPy's introsort, several times faster than a
+            # stable sort; rows with equal keys may change places (they are equal on the keys).
+            idx = np.argsort(plain)
+            perm[start:end] = order[start + (idx[::-1] if inner[0][1] == "descending" else idx)]
+            return
+        if len(inner) == 1:
+            idx = pc.array_sort_indices(part.column(0), order=inner[0][1], null_placement="at_end")
+        else:
+            idx = pc.sort_indices(part, sort_keys=inner)
+        perm[start:end] = order[start + numpy_indices(idx)]
+
+    def sort_runs(ends: list[int]) -> None:
+        for bounds in itertools.pairwise(ends):
+            sort_run(bounds)
+
+    # One task per thread, each a contiguous share of the values.
+    with HelperPool(SORT_THREADS) as pool:
+        list(pool.map(sort_runs, value_groups(runs, -(-len(order) // SORT_THREADS))))
+    return perm, runs
+
+
+def run_ends(by_col: pa.Array) -> list[int]:
+    """Where each value's rows end once sorted by value (nulls last; both zeros one value, every NaN
+    one value, last: :func:`deltaextras.core.values.run_ends`).
+
+    Example:
+        >>> run_ends(pa.array([3, None, 1, 3]))
+        [1, 3, 4]
+    """
+    return value_run_ends(by_col)
+
+
+def gatherer(
+    table: pa.Table, by: str, perm: np.ndarray, ends: list[int], result: RewriteResult
+) -> Callable[[list[int]], pa.Table]:
+    """A function giving the rows of a group of values (boundaries ``[start, end1, ...]``, offsets
+    into ``perm``) in layout order, timed as ``take``. An integer or time ``by`` column without nulls
+    is not gathered: each value's rows hold its one value (equal integers are equal bits), repeated."""
+    indices = index_array(perm)
+    values_of = plain_integers(table.column(by)) if table.num_columns > 1 else None
+    if values_of is None:
+
+        def gather(group: list[int]) -> pa.Table:
+            with timed(result, "take"):
+                return table.take(indices.slice(group[0], group[-1] - group[0]))
+
+        return gather
+    starts = [0, *ends[:-1]]
+    values = values_of[perm[starts]]
+    first_value = {start: k for k, start in enumerate(starts)}
+    where = table.schema.get_field_index(by)
+    field = table.schema.field(where)
+    rest = table.remove_column(where)
+
+    def gather_rest(group: list[int]) -> pa.Table:
+        with timed(result, "take"):
+            part = rest.take(indices.slice(group[0], group[-1] - group[0]))
+            k = first_value[group[0]]
+            lengths = np.diff(group)
+            column = np.repeat(values[k : k + len(lengths)], lengths)
+            array = pa.Array.from_buffers(field.type, len(column), [None, pa.py_buffer(column)])
+            return part.add_column(where, field, array)
+
+    return gather_rest

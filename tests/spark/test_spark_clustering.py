@@ -1,0 +1,261 @@
+"""A liquid-clustered table (Apache Spark 4.2 + Delta 4.4, ``CLUSTER BY (node_id)``) rewritten by value-range
+units: Spark, delta-rs and Sail read the same content, ``DESCRIBE DETAIL`` keeps the clustering column,
+Spark's own ``OPTIMIZE`` afterwards rewrites none of our files, and Spark's point query finds one file
+and one row group per file by our statistics. Spark appends, DELETEs, UPDATEs and MERGEs racing range
+units lose, duplicate and resurrect no row."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+from oracle import assert_engines_agree, content_checksum
+from test_spark_racer import KEEP_LIVE, SEED, Ledger, our_delete, spark_side
+
+from deltaextras.core.log import list_log
+from deltaextras.core.snapshot import TableSnapshot
+from deltaextras.core.storage import TableStorage
+from deltaextras.errors import UnsupportedFeatureError
+from deltaextras.ops.rorder import rorder
+from deltaextras.ops.rorder.plan import plan_table
+
+NODES = 160
+BATCHES = 6  # 5-minute batches
+ROWS_PER_NODE = 4  # per batch
+TARGET = 48_000  # bytes: several units on this table
+
+
+def _clustered_table(spark: Any, uri: str, *, properties: str = "") -> None:
+    spark.sql(
+        f"CREATE TABLE delta.`{uri}` (node_id BIGINT, utc_time TIMESTAMP, value DOUBLE, quality STRING) "
+        f"USING delta CLUSTER BY (node_id){properties}"
+    )
+    for b in range(BATCHES):
+        # one 5-minute batch: every node reports ROWS_PER_NODE readings
+        spark.sql(
+            f"INSERT INTO delta.`{uri}` SELECT id % {NODES} AS node_id, "
+            f"timestamp_seconds({b * 300} + CAST(id / {NODES} AS BIGINT) * 60) AS utc_time, "
+            f"CASE WHEN id % 37 = 0 THEN NULL ELSE (id * 7919 % 1000) / 10.0 END AS value, "
+            f"CASE WHEN id % 3 = 0 THEN 'good' ELSE 'bad' END AS quality "
+            f"FROM range({NODES * ROWS_PER_NODE})"
+        )
+
+
+def _adds(uri: str) -> list[dict[str, Any]]:
+    """The live ``add`` actions as the log holds them (extra fields such as ``clusteringProvider`` too)."""
+    return [{**f.add.to_json_body(), "stats": f.add.stats} for f in TableSnapshot.load(uri, for_writing=False).files]
+
+
+def _log_actions(uri: str, version: int) -> list[dict[str, Any]]:
+    text = (Path(uri) / "_delta_log" / f"{version:020d}.json").read_text()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _files_read(spark: Any, sql: str) -> int:
+    """Spark's own count of the files its scan opened for a query (data skipping applied)."""
+    df = spark.sql(sql)
+    df.collect()
+    plan = df._jdf.queryExecution().executedPlan()
+    total = 0
+    nodes = [plan]
+    while nodes:
+        node = nodes.pop()
+        if node.nodeName().startswith("Scan") or "FileSourceScan" in node.getClass().getSimpleName():
+            metrics = node.metrics()
+            if metrics.contains("numFiles"):
+                total += metrics.apply("numFiles").value()
+        children = node.children()
+        nodes.extend(children.apply(i) for i in range(children.size()))
+    return total
+
+
+def test_clustered_table_rewritten_by_range_units(delta_spark: Any, spark: Any, tmp_path: Path) -> None:
+    uri = str(tmp_path / "clustered")
+    _clustered_table(delta_spark, uri)
+    before = assert_engines_agree(uri, delta_spark=delta_spark, sail=spark)
+    plan = plan_table(uri, target_file_size=TARGET, sort_by="utc_time")
+    assert plan.by == "node_id" and plan.partition_name is None  # the clustering column, no by= needed
+    messages = plan.messages()
+    assert messages and all(m.value_range is not None for m in messages)
+
+    report = rorder(uri, sort_by="utc_time", target_file_size=TARGET, max_workers=2)
+    assert report.partitions and all(r.status == "committed" for r in report), report.summary()
+    assert assert_engines_agree(uri, delta_spark=delta_spark, sail=spark, expected=before) == before
+
+    # the clustering protocol: domain kept, clustering column still listed, our outputs marked clustered
+    detail = delta_spark.sql(f"DESCRIBE DETAIL delta.`{uri}`").collect()[0]
+    assert detail["clusteringColumns"] == ["node_id"]
+    adds = _adds(uri)
+    assert adds and all(a.get("clusteringProvider") == "deltaextras" for a in adds)
+    ranges = sorted(
+        (json.loads(a["stats"])["minValues"]["node_id"], json.loads(a["stats"])["maxValues"]["node_id"]) for a in adds
+    )
+    assert len(ranges) >= 2
+    assert all(hi < lo for (_, hi), (lo, _) in itertools.pairwise(ranges)), ranges  # disjoint value ranges
+    # every file: one row group per value
+    for a in adds:
+        md = pq.ParquetFile(Path(uri) / a["path"]).metadata
+        per_group = [md.row_group(i).column(0).statistics for i in range(md.num_row_groups)]
+        assert all(s.min == s.max for s in per_group)
+
+    # Spark's point query: one file by our statistics, and in it one row group
+    delta_spark.conf.set("spark.sql.adaptive.enabled", "false")
+    try:
+        assert _files_read(delta_spark, f"SELECT * FROM delta.`{uri}` WHERE node_id = 42") == 1
+    finally:
+        delta_spark.conf.unset("spark.sql.adaptive.enabled")
+    holding = [a for a in adds if _covers(a, 42)]
+    assert len(holding) == 1
+    md = pq.ParquetFile(Path(uri) / holding[0]["path"]).metadata
+    assert sum(1 for i in range(md.num_row_groups) if md.row_group(i).column(0).statistics.min == 42) == 1
+
+    # Spark's OPTIMIZE (not FULL) afterwards leaves every one of our files alone
+    ours = {a["path"] for a in adds}
+    delta_spark.sql(f"OPTIMIZE delta.`{uri}`").collect()
+    assert {a["path"] for a in _adds(uri)} == ours
+    assert assert_engines_agree(uri, delta_spark=delta_spark, sail=spark, expected=before) == before
+
+    # a second plan finds every unit in layout
+    assert not plan_table(uri, target_file_size=TARGET, sort_by="utc_time").to_rewrite()
+
+
+def _covers(add: dict[str, Any], value: int) -> bool:
+    stats = json.loads(add["stats"])
+    return stats["minValues"]["node_id"] <= value <= stats["maxValues"]["node_id"]
+
+
+def test_files_spark_did_not_cluster_are_not_claimed(delta_spark: Any, tmp_path: Path) -> None:
+    """Only our rewrite's outputs carry clusteringProvider; Spark's appends afterwards stay unclaimed and
+    the next run takes them in."""
+    uri = str(tmp_path / "clustered")
+    _clustered_table(delta_spark, uri)
+    rorder(uri, target_file_size=TARGET, max_workers=1)
+    delta_spark.sql(
+        f"INSERT INTO delta.`{uri}` SELECT id % {NODES}, timestamp_seconds(9000), 1.0, 'new' FROM range(50)"
+    )
+    version = DeltaTable(uri).version()
+    appended = [a["add"] for a in _log_actions(uri, version) if "add" in a]
+    assert appended and all("clusteringProvider" not in a for a in appended)
+    before = content_checksum(pa.table(DeltaTable(uri).to_pyarrow_table()))
+    report = rorder(uri, target_file_size=TARGET, max_workers=1)
+    assert any(r.status == "committed" for r in report)
+    assert all(a.get("clusteringProvider") == "deltaextras" for a in _adds(uri))
+    assert content_checksum(pa.table(DeltaTable(uri).to_pyarrow_table())) == before
+
+
+def test_table_clustered_by_other_columns_is_refused(delta_spark: Any, tmp_path: Path) -> None:
+    uri = str(tmp_path / "two")
+    delta_spark.sql(f"CREATE TABLE delta.`{uri}` (site BIGINT, node_id BIGINT) USING delta CLUSTER BY (site, node_id)")
+    delta_spark.sql(f"INSERT INTO delta.`{uri}` SELECT id % 3, id FROM range(20)")
+    version = DeltaTable(uri).version()
+    with pytest.raises(UnsupportedFeatureError, match=r"clustered by \(site, node_id\)"):
+        rorder(uri, by="node_id", max_workers=1)
+    assert DeltaTable(uri).version() == version
+
+
+def test_delete_vacuum_and_checkpoint_on_a_clustered_table(delta_spark: Any, spark: Any, tmp_path: Path) -> None:
+    from deltaextras.ops.delete import delete
+    from deltaextras.ops.maintenance.vacuum import vacuum
+
+    uri = str(tmp_path / "clustered")
+    _clustered_table(
+        delta_spark,
+        uri,
+        properties=" TBLPROPERTIES ('delta.enableDeletionVectors' = 'true', 'delta.checkpointInterval' = '3')",
+    )
+    rorder(uri, target_file_size=TARGET, max_workers=1)
+    delete(uri, "node_id = 7")  # deletion vectors
+    delete(uri, "node_id = 8", inline_max_bytes=0)
+    rows = delta_spark.read.format("delta").load(uri).filter("node_id IN (7, 8)").count()
+    assert rows == 0
+    vacuum(uri, retention_hours=0, dry_run=False)
+    expected = assert_engines_agree(uri, delta_spark=delta_spark, sail=spark)
+    first = DeltaTable(uri).version()
+    assert rorder(uri, target_file_size=TARGET, max_workers=1).partitions
+    assert assert_engines_agree(uri, delta_spark=delta_spark, sail=spark, expected=expected) == expected
+    # checkpoints written after our commits keep the clustering domain and our clustering provider
+    delta_spark.sql(f"INSERT INTO delta.`{uri}` SELECT 1, timestamp_seconds(1), 1.0, 'x' FROM range(1)")
+    for node in (1, 2, 3):  # three commits of ours: one lands on the checkpoint interval
+        delete(uri, f"node_id = {node}")
+    checkpoints = list_log(TableStorage(uri)).checkpoints
+    assert any(v > first for v in checkpoints), checkpoints
+    assert any(a.get("clusteringProvider") == "deltaextras" for a in _adds(uri))
+    assert assert_engines_agree(uri, delta_spark=delta_spark, sail=spark)
+    assert delta_spark.sql(f"DESCRIBE DETAIL delta.`{uri}`").collect()[0]["clusteringColumns"] == ["node_id"]
+
+
+# ------------------------------------------------------------------------------------------ races
+def _our_range_rorder(uri: str, ledger: Ledger, stop: threading.Event) -> None:
+    while not stop.is_set():
+        for report in rorder(
+            uri, by="node", sort_by="k", target_file_size=4_000, max_workers=2, raise_on_failure=False
+        ):
+            with ledger.lock:
+                if report.status == "committed":
+                    ledger.commits["ours:rorder"] += 1
+                elif report.status == "failed":
+                    ledger.conflicts[f"ours:rorder:{report.error_type}"] += 1
+        time.sleep(0.2)
+
+
+def test_spark_races_range_units(delta_spark: Any, tmp_path: Path) -> None:
+    uri = str(tmp_path / "race")
+    delta_spark.sql(
+        f"CREATE TABLE delta.`{uri}` (k BIGINT, upd BIGINT, node BIGINT, node_range BIGINT) USING delta "
+        "CLUSTER BY (node) TBLPROPERTIES ('delta.enableDeletionVectors' = 'true', 'delta.checkpointInterval' = '5')"
+    )
+    ledger = Ledger()
+    first = ledger.keys(2 * KEEP_LIVE)
+    delta_spark.sql(f"INSERT INTO delta.`{uri}` SELECT id, 0, id % 7, 0 FROM range(0, {first[-1] + 1})")
+    ledger.live.update(first)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def guarded(fn: Any, *args: Any) -> None:
+        try:
+            fn(*args)
+        except BaseException as exc:
+            errors.append(exc)
+            stop.set()
+
+    threads = [
+        threading.Thread(target=guarded, args=(spark_side, delta_spark, uri, ledger, random.Random(SEED + 6), stop)),
+        threading.Thread(target=guarded, args=(_our_range_rorder, uri, ledger, stop)),
+        threading.Thread(target=guarded, args=(our_delete, uri, ledger, random.Random(SEED + 4), stop)),
+    ]
+    for th in threads:
+        th.start()
+    threads[0].join(timeout=300)
+    stop.set()
+    for th in threads:
+        th.join(timeout=120)
+    assert not errors, errors
+    expected = pa.table(
+        {
+            "k": pa.array(sorted(ledger.live), pa.int64()),
+            "upd": pa.array([ledger.upd[k] for k in sorted(ledger.live)], pa.int64()),
+        }
+    )
+    via_spark = delta_spark.read.format("delta").load(uri).select("k", "upd").toArrow()
+    via_deltars = pa.table(DeltaTable(uri).scan(columns=["k", "upd"]))
+    for name, got in (("spark", via_spark), ("delta-rs", via_deltars)):
+        keys = Counter(got.column("k").to_pylist())
+        duplicated = sorted(k for k, n in keys.items() if n > 1)
+        lost = sorted(ledger.live - set(keys))
+        resurrected = sorted(ledger.deleted & set(keys))
+        assert (lost, duplicated, resurrected) == ([], [], []), (name, lost[:10], duplicated[:10], resurrected[:10])
+        assert content_checksum(got) == content_checksum(expected), name
+    print("range racer figures:", dict(ledger.commits), dict(ledger.conflicts))
+    assert ledger.commits["ours:rorder"] > 0
+    assert sum(v for k, v in ledger.commits.items() if k.startswith("spark:")) >= 3
+    assert delta_spark.sql(f"DESCRIBE DETAIL delta.`{uri}`").collect()[0]["clusteringColumns"] == ["node"]
