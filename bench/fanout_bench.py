@@ -61,7 +61,7 @@ def run(uri: str, options: dict[str, str], mode: str) -> dict[str, Any]:
     """Rewrite every unit on its own thread, release the commits together, measure the commit phase."""
     from deltalake import DeltaTable
 
-    from deltaextras.ops.rorder import plan_messages, rorder_single
+    from deltaextras.ops.rorder.rorder import plan_messages, rorder_single
 
     messages = plan_messages(uri, storage_options=options)
     before = DeltaTable(uri, storage_options=options).version()

@@ -10,9 +10,9 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from app_support import assert_in_layout, content_checksum, table_version, write_sensor_table
 from reliability_support import log_entries
 from test_function_app import App, app  # noqa: F401  (the app fixture)
-from app_support import assert_in_layout, content_checksum, table_version, write_sensor_table
 
 from deltaextras.app.edges.local_host import Function, app_settings
 

@@ -23,7 +23,7 @@ from deltaextras.core.snapshot import TableSnapshot
 from deltaextras.core.staged import STAGED_DIR, StagedCommit
 from deltaextras.core.transaction import Transaction
 from deltaextras.ops.maintenance.vacuum import orphans
-from deltaextras.ops.rorder import app_id_for, plan_messages, rorder_single
+from deltaextras.ops.rorder.rorder import app_id_for, plan_messages, rorder_single
 
 
 def _table(path: str, units: int, *, dv: bool = False) -> None:
@@ -176,7 +176,7 @@ def test_a_conflicting_unit_is_rejected_alone_and_commits_after_carrying(tmp_pat
     from deltaextras.ops.maintenance.upgrade import enable_deletion_vectors
 
     enable_deletion_vectors(path)
-    from deltaextras.ops.delete import delete
+    from deltaextras.ops.delete.delete import delete
 
     messages = plan_messages(path)
     barrier = threading.Barrier(len(messages) + 1)

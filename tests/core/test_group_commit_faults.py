@@ -30,7 +30,7 @@ from deltaextras.core.snapshot import TableSnapshot
 from deltaextras.core.staged import STAGED_DIR, turn_key
 from deltaextras.core.storage import TableStorage
 from deltaextras.ops.maintenance.vacuum import orphans
-from deltaextras.ops.rorder import plan_messages, rorder_single
+from deltaextras.ops.rorder.rorder import plan_messages, rorder_single
 
 UNITS = 24
 LOG_PUT = r"/_delta_log/\d{20}\.json$"
@@ -129,7 +129,7 @@ def test_a_publish_answered_503_after_it_landed(
 
 _WORKER = """
 import json, sys
-from deltaextras.ops.rorder import rorder_single
+from deltaextras.ops.rorder.rorder import rorder_single
 msg, options = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 rorder_single(msg, storage_options=options)
 """
@@ -177,6 +177,6 @@ def test_worker_killed_between_staging_and_publishing_then_redelivered(
 
 
 def message_app_id(message: dict[str, Any]) -> str:
-    from deltaextras.ops.rorder import app_id_for
+    from deltaextras.ops.rorder.rorder import app_id_for
 
     return app_id_for(message["partition_name"], message["partition_value"])

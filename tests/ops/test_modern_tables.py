@@ -29,10 +29,10 @@ from deltaextras.core.log import commit_key, read_commit
 from deltaextras.core.snapshot import TableSnapshot
 from deltaextras.core.storage import TableStorage
 from deltaextras.core.transaction import Transaction
-from deltaextras.ops.delete import delete
+from deltaextras.ops.delete.delete import delete
 from deltaextras.ops.maintenance.features import feature_uses
 from deltaextras.ops.maintenance.vacuum import vacuum
-from deltaextras.ops.rorder import rorder
+from deltaextras.ops.rorder.rorder import rorder
 
 FEATURES = ["deletionVectors", "domainMetadata", "rowTracking", "inCommitTimestamp"]
 
@@ -227,7 +227,7 @@ def test_features_say_how_each_is_handled(tmp_path: Path) -> None:
     assert uses["rowTracking"].detail.startswith("enabled")
     assert uses["inCommitTimestamp"].detail == "enabled"
     refused = feature_uses(Protocol(3, 7, [], ["icebergCompatV2", "clustering"]), snap.metadata)
-    assert [(u.name, u.handling) for u in refused] == [("clustering", "refused"), ("icebergCompatV2", "refused")]
+    assert [(u.name, u.handling) for u in refused] == [("clustering", "supported"), ("icebergCompatV2", "refused")]
     assert "Iceberg" in refused[1].how
 
 
@@ -286,7 +286,7 @@ def test_a_concurrent_delete_of_one_twin_is_carried_onto_the_row_of_its_id(tmp_p
     from pyroaring import BitMap
 
     from deltaextras.core.dv import inline_descriptor
-    from deltaextras.ops.rorder import plan_messages, rorder_single
+    from deltaextras.ops.rorder.rorder import plan_messages, rorder_single
 
     uri = _tracked_table(tmp_path, {"k": [1, 2], "v": ["x", "y"]}, {"k": [1, 3], "v": ["x", "z"]})
     before = row_ids(uri)

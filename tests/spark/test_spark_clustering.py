@@ -26,8 +26,8 @@ from deltaextras.core.log import list_log
 from deltaextras.core.snapshot import TableSnapshot
 from deltaextras.core.storage import TableStorage
 from deltaextras.errors import UnsupportedFeatureError
-from deltaextras.ops.rorder import rorder
 from deltaextras.ops.rorder.plan import plan_table
+from deltaextras.ops.rorder.rorder import rorder
 
 NODES = 160
 BATCHES = 6  # 5-minute batches
@@ -164,7 +164,7 @@ def test_table_clustered_by_other_columns_is_refused(delta_spark: Any, tmp_path:
 
 
 def test_delete_vacuum_and_checkpoint_on_a_clustered_table(delta_spark: Any, spark: Any, tmp_path: Path) -> None:
-    from deltaextras.ops.delete import delete
+    from deltaextras.ops.delete.delete import delete
     from deltaextras.ops.maintenance.vacuum import vacuum
 
     uri = str(tmp_path / "clustered")

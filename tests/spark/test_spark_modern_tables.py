@@ -24,9 +24,9 @@ from oracle import content_checksum, engine_checksums
 
 from deltaextras.core.log import read_commit
 from deltaextras.core.storage import TableStorage
-from deltaextras.ops.delete import delete
+from deltaextras.ops.delete.delete import delete
 from deltaextras.ops.maintenance.vacuum import vacuum
-from deltaextras.ops.rorder import rorder
+from deltaextras.ops.rorder.rorder import rorder
 
 KINDS = {
     "row_tracking": {"delta.enableRowTracking": "true"},

@@ -23,7 +23,7 @@ from deltalake import DeltaTable
 from oracle import content_checksum
 from test_spark_racer import Ledger, _in, _spark_conflict_kind
 
-from deltaextras.ops.rorder import rorder
+from deltaextras.ops.rorder.rorder import rorder
 
 SPARK_SIDE = ["merge", "append", "merge", "update", "merge", "delete", "merge", "append", "merge"]
 FIRST_KEYS = 120
@@ -157,7 +157,7 @@ def test_spark_merge_between_our_read_and_commit_is_carried_with_row_ids(delta_s
     """Deterministic: a Spark MERGE (deletion vectors on, rows updated and inserted) commits between our
     rewrite's read and its commit. Our rewrite carries the MERGE's deletes by row id: every row keeps the id
     it had, the updated rows live once (Spark's new version), ids stay unique."""
-    from deltaextras.ops.rorder import plan_messages, rorder_single
+    from deltaextras.ops.rorder.rorder import plan_messages, rorder_single
 
     uri = str(tmp_path / "carry")
     delta_spark.sql(

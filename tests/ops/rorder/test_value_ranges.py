@@ -24,10 +24,10 @@ from deltaextras.core.actions import Add
 from deltaextras.core.snapshot import LiveFile, TableSnapshot
 from deltaextras.core.storage import TableStorage
 from deltaextras.errors import MessageError, UnsupportedFeatureError
-from deltaextras.ops.rorder import rorder, rorder_single
 from deltaextras.ops.rorder.message import RorderMessage
 from deltaextras.ops.rorder.plan import plan_table
 from deltaextras.ops.rorder.plan_stream import plan_table_lean
+from deltaextras.ops.rorder.rorder import rorder, rorder_single
 from deltaextras.ops.rorder.value_ranges import FileBounds, ValueRange, file_bounds, footer_bounds, plan_units
 
 # ------------------------------------------------------------------------------------ property
