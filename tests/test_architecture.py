@@ -152,6 +152,33 @@ def test_sideways_finder_reports_a_sibling_import() -> None:
     ]
 
 
+MAX_FUNCTION_LINES = 80
+
+
+def long_functions(source: str, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """The functions of ``source`` longer than ``limit`` lines (docstring included), as ``name (lines)``."""
+    return [
+        f"{n.name} ({n.end_lineno - n.lineno + 1})"
+        for n in ast.walk(ast.parse(source))
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > limit
+    ]
+
+
+def test_no_function_is_longer_than_80_lines() -> None:
+    found = [
+        f"{path.relative_to(LIBRARY)}: {name}"
+        for path in sorted(LIBRARY.rglob("*.py"))
+        for name in long_functions(path.read_text())
+    ]
+    assert not found, "split these functions: " + ", ".join(found)
+
+
+def test_long_function_finder_counts_lines() -> None:
+    body = "\n".join(f"    x{i} = {i}" for i in range(80))
+    assert long_functions(f"def f():\n{body}\n") == ["f (81)"]
+    assert long_functions(f"def g():\n{body}\n", limit=81) == []
+
+
 def test_every_subpackage_is_in_the_wheel() -> None:
     """setuptools ships only the packages pyproject.toml lists: each folder of the library must be there."""
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+

@@ -237,13 +237,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         meaning = f"{column} holds no non-null value in these files: no point query to measure"
     else:
         meaning = f"rows read by a point query on {column} (row groups pruned by min/max) per row holding the value"
-    amp_text = "none" if figure is None else f"{figure:.2f}x"
-    picture = None
-    if args.plot:
-        from .plot import draw_panels, panel_of
-
-        title = f"{args.table}: {column}, read amplification {amp_text}"
-        picture = draw_panels([panel_of(snap, table, unit, title)], args.plot)
+    picture = _inspect_picture(args, snap, table, unit, column, figure)
     per_value = row_groups_per_value(table)
     features = feature_uses(snap.protocol, snap.metadata)
     files = (
@@ -289,6 +283,19 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     for feature in features:
         print(f"feature {feature.line()}")
     return 0
+
+
+def _inspect_picture(
+    args: argparse.Namespace, snap: Any, table: Any, unit: str | None, column: str, figure: float | None
+) -> Any:
+    """The layout picture of ``inspect --plot`` (None without ``--plot``)."""
+    if not args.plot:
+        return None
+    from .plot import draw_panels, panel_of
+
+    amp_text = "none" if figure is None else f"{figure:.2f}x"
+    title = f"{args.table}: {column}, read amplification {amp_text}"
+    return draw_panels([panel_of(snap, table, unit, title)], args.plot)
 
 
 def _finite(value: Any) -> Any:

@@ -74,79 +74,78 @@ def _might(e: Expr, stats: Callable[[str], FieldStats | None], negate: bool) -> 
             return False
         want = not negate
         return not (s.min is not None and s.max is not None and s.min == s.max and bool(s.min) != want)
-    if isinstance(e, IsNull):
-        if not isinstance(e.operand, Column):
+    if isinstance(e, (IsNull, Like, InList)):
+        s = stats(e.operand.name) if isinstance(e.operand, Column) else None
+        if s is None:  # not a column, or no statistics: may match
             return True
-        s = stats(e.operand.name)
-        if s is None:
-            return True
-        wants_null = e.negated == negate  # IS NULL (not negated) or NOT (IS NOT NULL)
-        if wants_null:
-            return s.null_count is None or s.null_count > 0
-        return not s.all_null
-    if isinstance(e, Like):
-        if not isinstance(e.operand, Column):
-            return True
-        s = stats(e.operand.name)
-        return s is None or not s.all_null
-    if isinstance(e, InList):
-        if not isinstance(e.operand, Column):
-            return True
-        s = stats(e.operand.name)
-        if s is None:
-            return True
-        if s.all_null:
-            return False
-        values = [py_value(v.scalar) for v in e.values if v.scalar is not None and v.scalar.is_valid]
-        has_null = len(values) < len(e.values)
-        if e.negated != negate:  # NOT IN: never TRUE when the list holds NULL
-            if has_null:
-                return False
-            return not (s.min is not None and s.min == s.max and not _floating(e.values) and s.min in values)
-        if not values:
-            return False
-        lo, hi = _not_nan(s.min), _not_nan(s.max)
-        if lo is None or hi is None or any(isinstance(v, float) and math.isnan(v) for v in values):
-            return True  # a NaN in the list may match NaN rows, which statistics never show
-        return any(lo <= v <= hi for v in values)
+        if isinstance(e, IsNull):
+            if e.negated == negate:  # IS NULL (not negated) or NOT (IS NOT NULL)
+                return s.null_count is None or s.null_count > 0
+            return not s.all_null
+        if isinstance(e, Like):
+            return not s.all_null
+        return _might_in(e, s, negate)
     if isinstance(e, Compare):
-        if not (isinstance(e.left, Column) and isinstance(e.right, Literal)):
-            return True
-        lit = e.right
-        if lit.scalar is None or not lit.scalar.is_valid:
-            return False
-        s = stats(e.left.name)
-        if s is None:
-            return True
-        if s.all_null:
-            return False
-        op = NEGATE[e.op] if negate else e.op  # exact: Spark's order is total, NaN included
-        v = py_value(lit.scalar)
-        lo, hi = _not_nan(s.min), _not_nan(s.max)
-        if _may_hold_nan(e.left, lit):
-            # Statistics leave NaN out of min/max, and NaN sorts above every number.
-            if isinstance(v, float) and math.isnan(v):
-                return op != ">"  # nothing is greater than NaN; any other comparison may hold
-            if op in (">", ">=", "!="):
-                return True
-        if op == "!=":
-            if lo is None or hi is None or pa.types.is_floating(lit.scalar.type):
-                return True
-            return not (lo == hi == v)
-        if op in ("=", "<", "<=") and lo is None:
-            return True
-        if op in ("=", ">", ">=") and hi is None:
-            return True
-        if op == "=":
-            return bool(lo <= v <= hi)
-        if op == "<":
-            return bool(lo < v)
-        if op == "<=":
-            return bool(lo <= v)
-        if op == ">":
-            return bool(hi > v)
-        return bool(hi >= v)
+        return _might_compare(e, stats, negate)
     return True
+
+
+def _might_in(e: InList, s: FieldStats, negate: bool) -> bool:
+    """Whether ``column IN (...)`` (or, negated, NOT IN) may hold in a file with these statistics."""
+    if s.all_null:
+        return False
+    values = [py_value(v.scalar) for v in e.values if v.scalar is not None and v.scalar.is_valid]
+    has_null = len(values) < len(e.values)
+    if e.negated != negate:  # NOT IN: never TRUE when the list holds NULL
+        if has_null:
+            return False
+        return not (s.min is not None and s.min == s.max and not _floating(e.values) and s.min in values)
+    if not values:
+        return False
+    lo, hi = _not_nan(s.min), _not_nan(s.max)
+    if lo is None or hi is None or any(isinstance(v, float) and math.isnan(v) for v in values):
+        return True  # a NaN in the list may match NaN rows, which statistics never show
+    return any(lo <= v <= hi for v in values)
+
+
+def _might_compare(e: Compare, stats: Callable[[str], FieldStats | None], negate: bool) -> bool:
+    """Whether ``column <op> literal`` (or its negation) may hold in a file with these statistics."""
+    if not (isinstance(e.left, Column) and isinstance(e.right, Literal)):
+        return True
+    lit = e.right
+    if lit.scalar is None or not lit.scalar.is_valid:
+        return False
+    s = stats(e.left.name)
+    if s is None:
+        return True
+    if s.all_null:
+        return False
+    op = NEGATE[e.op] if negate else e.op  # exact: Spark's order is total, NaN included
+    v = py_value(lit.scalar)
+    lo, hi = _not_nan(s.min), _not_nan(s.max)
+    if _may_hold_nan(e.left, lit):
+        # Statistics leave NaN out of min/max, and NaN sorts above every number.
+        if isinstance(v, float) and math.isnan(v):
+            return op != ">"  # nothing is greater than NaN; any other comparison may hold
+        if op in (">", ">=", "!="):
+            return True
+    if op == "!=":
+        if lo is None or hi is None or pa.types.is_floating(lit.scalar.type):
+            return True
+        return not (lo == hi == v)
+    if op in ("=", "<", "<=") and lo is None:
+        return True
+    if op in ("=", ">", ">=") and hi is None:
+        return True
+    if op == "=":
+        return bool(lo <= v <= hi)
+    if op == "<":
+        return bool(lo < v)
+    if op == "<=":
+        return bool(lo <= v)
+    if op == ">":
+        return bool(hi > v)
+    return bool(hi >= v)
 
 
 def _not_nan(bound: Any) -> Any:

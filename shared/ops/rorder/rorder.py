@@ -143,11 +143,8 @@ def rorder_single(
     snap = _load(msg, snapshot, storage_options)
     storage = snap.storage
     unit, by = resolve_unit(snap, msg.options.by, msg.partition_name)
-    label = None if unit is None else f"{unit}={msg.partition_value}"
-    if msg.value_range is not None:
-        label = msg.value_range.label
+    label, app_id = _unit_names(unit, msg)
     report = PartitionReport(table=storage.uri, partition=label, status="skipped", read_version=snap.version)
-    app_id = app_id_for(unit, msg.partition_value) if msg.value_range is None else msg.value_range.app_id()
     files, report.reason = _choose(snap, unit, by, msg, app_id)
     if not files:
         return _finish(report, started)
@@ -400,6 +397,14 @@ def _scope(unit: str | None, msg: RorderMessage, by: str, data_change: bool) -> 
         return [where] if where else []
     keys = ", ".join(dict.fromkeys([by, *msg.options.unique_by]))
     return [f"rows repeating ({keys})" + (f" within {where}" if where else "")]
+
+
+def _unit_names(unit: str | None, msg: RorderMessage) -> tuple[str | None, str]:
+    """The unit's label in reports (None: the whole table) and the ``txn`` appId of its commits."""
+    if msg.value_range is not None:
+        return msg.value_range.label, msg.value_range.app_id()
+    label = None if unit is None else f"{unit}={msg.partition_value}"
+    return label, app_id_for(unit, msg.partition_value)
 
 
 def _as_message(message: Any) -> RorderMessage:
