@@ -587,6 +587,11 @@ def _delete_outputs(storage: TableStorage, outputs: list[OutputFile]) -> None:
 
 
 def _finish(report: PartitionReport, started: float) -> PartitionReport:
+    if report.status == "committed":
+        report.commit_outcome = CommitOutcome.COMMITTED.value
+    elif report.status == "skipped":
+        done = report.reason.startswith("already committed")
+        report.commit_outcome = (CommitOutcome.ALREADY_DONE if done else CommitOutcome.NOTHING_TO_DO).value
     report.seconds = round(time.monotonic() - started, 3)
     log.info("%s", json.dumps({"event": "rorder_partition", **report.to_dict()}, default=str))
     return report
@@ -705,6 +710,7 @@ def _skipped_report(plan: TablePlan, progress: Callable[[PartitionReport], None]
     for p in plan.skipped():
         named = p.partition_name is not None or p.value_range is not None
         skipped = PartitionReport(plan.uri, p.label if named else None, "skipped", p.reason, plan.version)
+        skipped.commit_outcome = CommitOutcome.NOTHING_TO_DO.value
         report.partitions.append(skipped)
         if progress:
             progress(skipped)
