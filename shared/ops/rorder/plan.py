@@ -29,19 +29,23 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import pyarrow.compute as pc
+
 from ...core.partition_snapshot import LogHead, read_head
-from ...core.protocol import check_protocol
+from ...core.protocol import check_clustering, check_protocol
 from ...core.snapshot import LiveFile, TableSnapshot, open_data_file
 from ...core.storage import TableStorage
 from ...core.values import partition_values_key
 from ...errors import InvalidArgumentError, PartitionNotFoundError
 from .message import MAX_MESSAGE_JSON, RorderMessage
 from .options import RorderOptions
+from .range_scan import RangeColumns, live_files, scan_ranges
 from .rewrite.layout import LAYOUT_TAG, RUN_TAG, layout_signature, row_groups_in_layout
 from .tally import FILE_JSON_OVERHEAD, Tally
 from .tiers import TierSelection, select_files
 from .units import RANGE_SUFFIX, PartitionKey, RangeKey, UnitKey, UnitKind, UnitScheme, resolve_unit, scheme_for
-from .value_ranges import ValueRange, snapshot_units
+from .value_ranges import ValueRange, check_type, snapshot_units, supported
+from .value_ranges import plan_units as cut_units
 
 __all__ = [
     "MAX_MESSAGE_JSON",
@@ -331,7 +335,7 @@ def plan_units(
     for c in options.unique_by:
         head.schema.column(c, "unique_by")
     signature = layout_signature(scheme.by, options.sort_by, options.unique_by)
-    ranged = _range_units(head, scheme, options, signature, list_budget)
+    ranged = _range_units(head, scheme, options, signature, list_budget, files)
     if ranged is not None:
         if partitions is not None:
             raise InvalidArgumentError("the table's units are value ranges, not partitions; leave partitions= out")
@@ -392,11 +396,17 @@ Groups = dict[UnitKey, tuple[Tally, list[Any]]]
 
 
 def _range_units(
-    head: LogHead, scheme: UnitScheme, options: RorderOptions, signature: str, budget: int | None
+    head: LogHead, scheme: UnitScheme, options: RorderOptions, signature: str, budget: int | None, lists: FileLists
 ) -> list[Unit] | None:
     """The value-range units of an unpartitioned or clustered table, each decided from its files
     (:mod:`deltaextras.ops.rorder.value_ranges`); None when the table is one unit as before (not clustered and
-    small, no statistics, or a ``by`` type ranges do not support)."""
+    small, no statistics, or a ``by`` type ranges do not support). Planned from the streaming scan's
+    compact columns (:mod:`deltaextras.ops.rorder.range_scan`) unless a file's statistics do not tell or
+    every unit's files are asked for; then from every live file."""
+    if scheme.column is None and lists != "all":
+        streamed = _streamed_range_units(head, scheme, options, signature, budget, lists)
+        if streamed is not _SLOW:
+            return streamed  # type: ignore[return-value]
     if scheme.column is not None:
         return None
     whole = PartitionKey(None, None)
@@ -413,6 +423,78 @@ def _range_units(
         _range_unit(head, scheme.by, options, RangeKey(None, None, vr, i), fs, budget)
         for i, (vr, fs) in enumerate(ranges)
     ]
+
+
+_SLOW = object()
+
+
+def _streamed_range_units(
+    head: LogHead, scheme: UnitScheme, options: RorderOptions, signature: str, budget: int | None, lists: FileLists
+) -> Any:
+    """The value-range units from compact columns; files are read only for the units that need them
+    (``_SLOW``: some file's statistics do not tell, plan from every file)."""
+    column = head.schema.column(scheme.by, "by")
+    clustered = check_clustering(head.protocol, head.domains, scheme.by, column.physical)
+    if not supported(column.delta_type):
+        if clustered:
+            check_type(scheme.by, column.delta_type)
+        return None
+    cols = scan_ranges(head, column.physical, column.delta_type, signature)
+    if cols is None:
+        return _SLOW
+    ranges = cut_units(cols.bounds, scheme.by, target=options.target_file_size, run=cols.run)
+    if not clustered and len(ranges) <= 1 and not any(vr.cuts for vr, _ in ranges):
+        return None
+    verdicts = [_range_verdict(cols, ix, options) for _, ix in ranges]
+    read = [v is _LOOK or (v is None and lists == "rewrite") for v in verdicts]
+    owner = {p: i for i, (_, ix) in enumerate(ranges) if read[i] for p, _ in cols.pairs(ix)}
+    held: dict[int, list[LiveFile]] = {i: [] for i in range(len(ranges)) if read[i]}
+    for path, f in live_files(head, set(owner)).items() if owner else ():
+        held[owner[path]].append(f)
+    lengths = pc.utf8_length(cols.paths).to_numpy() if any(v is None for v in verdicts) else None
+    units = []
+    for i, ((vr, ix), verdict) in enumerate(zip(ranges, verdicts, strict=True)):
+        key = RangeKey(None, None, vr, i)
+        if read[i]:
+            units.append(_range_unit(head, scheme.by, options, key, held[i], budget))
+            continue
+        t = _range_tally(cols, ix, budget)
+        if verdict is None:
+            assert lengths is not None
+            t.listed_chars = int(lengths[ix].sum()) + FILE_JSON_OVERHEAD * len(ix)
+            t.listed = None if budget is not None and t.listed_chars > budget else cols.pairs(ix)
+            units.append(Unit(key, t, "rewrite", f"{len(ix)} file(s)"))
+        elif options.layout == "tiered":
+            quiet = TierSelection(runs_before=1, runs_after=1)
+            units.append(Unit(key, t, "skip", quiet.reason(), quiet))
+        else:
+            units.append(Unit(key, t, "skip", verdict))
+    return units
+
+
+def _range_tally(cols: RangeColumns, ix: Any, budget: int | None) -> Tally:
+    t = Tally(budget=budget, listed=None)
+    t.files, t.bytes = len(ix), int(cols.size[ix].sum())
+    t.records, t.deleted = int(cols.records[ix].sum()), int(cols.deleted[ix].sum())
+    return t
+
+
+def _range_verdict(cols: RangeColumns, ix: Any, options: RorderOptions) -> Any:
+    """A value-range unit's verdict from its compact columns, as :func:`_verdict` gives a partition's."""
+    deleted, records = int(cols.deleted[ix].sum()), int(cols.records[ix].sum())
+    run = cols.run[ix]
+    one_run = bool((run >= 0).all()) and int(run.min()) == int(run.max())
+    if options.layout == "tiered":
+        quiet = not deleted or (records and deleted / records <= options.max_deleted_rows_ratio)
+        return "tiered" if quiet and one_run else _LOOK
+    if deleted and records and deleted / records > options.max_deleted_rows_ratio:
+        return None
+    if one_run:
+        extra = f" ({deleted} deleted rows under the {options.max_deleted_rows_ratio:.0%} threshold)" if deleted else ""
+        return f"already in layout: {len(ix)} file(s) from one rewrite{extra}"
+    if len(ix) == 1 and not deleted and not options.sort_by and not options.unique_by:
+        return _LOOK
+    return None
 
 
 def _range_unit(

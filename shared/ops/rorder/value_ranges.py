@@ -156,6 +156,9 @@ class FileBounds:
     low: np.ndarray  # object: int, str or None
     high: np.ndarray
     nulls: np.ndarray  # int64
+    # Which files hold a value (their low and high are set); None: those whose ``low`` is not None. With
+    # it, ``low`` / ``high`` may be int64 arrays (any value where a file holds none).
+    present: np.ndarray | None = None
 
     @classmethod
     def of(
@@ -232,10 +235,10 @@ def plan_units(
         hi = int(hi_rank[ix].max())
         lows = true_lo[ix][true_lo[ix] >= 0]
         nulls = bool((bounds.nulls[ix] > 0).any())
-        low = values[int(lows.min())] if len(lows) else None
+        low = _item(values[int(lows.min())]) if len(lows) else None
         cut = _cut(ix, bounds, run, true_lo, values, target)
         ix, cuts = cut if cut is not None else (ix, [])
-        out.append((ValueRange(column, low, values[hi] if hi >= 0 else None, nulls, tuple(cuts)), np.sort(ix)))
+        out.append((ValueRange(column, low, _item(values[hi]) if hi >= 0 else None, nulls, tuple(cuts)), np.sort(ix)))
     return out
 
 
@@ -244,7 +247,7 @@ def _cut(
     bounds: FileBounds,
     run: np.ndarray,
     true_lo: np.ndarray,
-    values: list[Any],
+    values: np.ndarray,
     target: int,
 ) -> tuple[np.ndarray, list[Any]] | None:
     """A unit over twice the target whose fresh files span several settled files is rewritten as a cut
@@ -256,8 +259,13 @@ def _cut(
     settled = ix[(run[ix] >= 0) & (true_lo[ix] >= 0)]
     if not len(fresh) or len(settled) < 2:
         return None
-    cuts = sorted({values[int(r)] for r in true_lo[settled]})[1:]
+    cuts = sorted({_item(values[int(r)]) for r in true_lo[settled]})[1:]
     return (fresh, cuts) if cuts else None
+
+
+def _item(v: Any) -> Any:
+    """A value of the ranks' table as a Python value (numpy integers become ``int``)."""
+    return v.item() if isinstance(v, np.generic) else v
 
 
 def _joins(cur_bytes: int, cur_run: int, b: int, r: int, target: int) -> bool:
@@ -270,13 +278,13 @@ def _joins(cur_bytes: int, cur_run: int, b: int, r: int, target: int) -> bool:
     return True
 
 
-def _ranks(bounds: FileBounds) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Any]]:
+def _ranks(bounds: FileBounds) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Each file's low (for ordering, then its own) and high as ranks among every bound (-1: none); a
     file holding nulls orders at -1 (nulls sort first), a file of nulls only has high -1."""
     lo, hi = bounds.low, bounds.high
-    present = np.array([v is not None for v in lo], dtype=bool)
+    present = bounds.present if bounds.present is not None else np.array([v is not None for v in lo], dtype=bool)
     lo, hi = lo[present], hi[present]
-    if all(isinstance(v, int) for v in lo) and all(isinstance(v, int) for v in hi):
+    if lo.dtype == object and all(isinstance(v, int) for v in lo) and all(isinstance(v, int) for v in hi):
         lo, hi = lo.astype(np.int64), hi.astype(np.int64)  # integers: ranked in C, not by Python comparisons
     values = np.unique(np.concatenate([lo, hi])) if present.any() else np.array([], dtype=object)
     lo_rank = np.full(len(present), -1, dtype=np.int64)
@@ -286,7 +294,7 @@ def _ranks(bounds: FileBounds) -> tuple[np.ndarray, np.ndarray, np.ndarray, list
         hi_rank[present] = np.searchsorted(values, hi)
     true_lo = lo_rank.copy()
     lo_rank[bounds.nulls > 0] = -1
-    return lo_rank, true_lo, hi_rank, values.tolist()
+    return lo_rank, true_lo, hi_rank, values
 
 
 # ------------------------------------------------------------------------------- statistics of files
