@@ -235,7 +235,7 @@ def run_plan(args: argparse.Namespace, out: dict[str, Any]) -> None:
                 sys.executable,
                 "-c",
                 "import sys; from deltaextras.ops.rorder.plan import plan_units; "
-                "p = plan_units(sys.argv[1], by='node_id'); print(len(p.units), len(p.messages()))",
+                "p = plan_units(sys.argv[1], by='node_id'); print(len(p.units))",
                 str(table),
             ]
         )

@@ -44,7 +44,7 @@ from .value_ranges import INTEGER_TYPES, FileBounds
 class RangeColumns:
     """Per live file (in log order): its path (Arrow), and numpy columns; ``bounds`` indexes them."""
 
-    paths: pa.ChunkedArray
+    paths: pa.Array
     size: np.ndarray
     records: np.ndarray
     deleted: np.ndarray
@@ -88,7 +88,8 @@ def _scan(head: LogHead, physical: str, delta_type: Any, signature: str) -> Rang
     parts: list[dict[str, Any]] = []
     for batch in add_batches(head, functools.partial(_projection, with_stats=True), PLAN_BATCH_ROWS):
         add = batch.column("add")
-        add = add.filter(add.is_valid())
+        if add.null_count:
+            add = add.filter(add.is_valid())
         if len(touched_fids) and len(add):
             add = add.filter(pc.invert(pc.is_in(_fid(add), value_set=touched_fids)))
         if len(add):
@@ -183,8 +184,6 @@ def _parse_stats(stats: pa.Array, physical: str, delta_type: Any) -> pa.Table:
             ("nullCount", pa.struct([(physical, pa.int64())])),
         ]
     )
-    if pc.any(pc.match_substring(pc.fill_null(stats, ""), "\n")).as_py():
-        raise _GiveUp
     lines = pc.binary_join_element_wise(pc.fill_null(stats, "{}"), pa.scalar("\n"), "")
     lines = pa.concat_arrays([lines.cast(pa.string())]) if isinstance(lines, pa.Array) else lines.combine_chunks()
     offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)[lines.offset : lines.offset + len(lines) + 1]
@@ -193,7 +192,7 @@ def _parse_stats(stats: pa.Array, physical: str, delta_type: Any) -> pa.Table:
     options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
     block = max(1 << 20, min(end - start + 1, 1 << 30))
     out = pj.read_json(pa.BufferReader(data), read_options=pj.ReadOptions(block_size=block), parse_options=options)
-    if out.num_rows != len(stats):
+    if out.num_rows != len(stats):  # a line break inside some file's statistics
         raise _GiveUp
     return out.combine_chunks()
 
@@ -213,7 +212,7 @@ def _columns(parts: list[dict[str, Any]], delta_type: Any) -> RangeColumns:
         low, high = _objects(lo), _objects(hi)
     size = cat("size")
     bounds = FileBounds(np.arange(len(size)), size, cat("records"), low, high, cat("nulls"), present)
-    paths = pa.chunked_array([p["path"] for p in parts], pa.string())
+    paths = pa.chunked_array([p["path"] for p in parts], pa.string()).cast(pa.large_string()).combine_chunks()
     return RangeColumns(paths, size, bounds.records, cat("deleted"), cat("run"), bounds)
 
 
