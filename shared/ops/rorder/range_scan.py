@@ -23,7 +23,6 @@ Example:
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,7 +85,7 @@ def _scan(head: LogHead, physical: str, delta_type: Any, signature: str) -> Rang
     touched_fids = pa.array(sorted(p + "\x00" + (d or "") for p, d in touched), pa.string())
     codes: dict[str, int] = {}
     parts: list[dict[str, Any]] = []
-    for batch in add_batches(head, functools.partial(_projection, with_stats=True), PLAN_BATCH_ROWS):
+    for batch in add_batches(head, _range_projection, PLAN_BATCH_ROWS):
         add = batch.column("add")
         if add.null_count:
             add = add.filter(add.is_valid())
@@ -110,6 +109,17 @@ def _scan(head: LogHead, physical: str, delta_type: Any, signature: str) -> Rang
             )
         )
     return _columns(parts, delta_type)
+
+
+def _range_projection(schema: pa.Schema) -> list[str]:
+    """The checkpoint columns the scan reads: the tally's, without partition values.
+
+    Example:
+        >>> _range_projection(pa.schema([("add", pa.struct([("path", pa.string()), ("stats", pa.string()),
+        ...     ("partitionValues", pa.map_(pa.string(), pa.string()))]))]))
+        ['add.path', 'add.stats']
+    """
+    return [c for c in _projection(schema, with_stats=True) if c != "add.partitionValues"]
 
 
 def _part(add: pa.Array, physical: str, delta_type: Any, signature: str, codes: dict[str, int]) -> dict[str, Any]:
@@ -166,10 +176,19 @@ def _assemble(
         "deleted": deleted.to_numpy(zero_copy_only=False).astype(np.int64),
         "nulls": nulls.to_numpy(zero_copy_only=False).astype(np.int64),
         "present": some.to_numpy(zero_copy_only=False),
-        "low": pc.if_else(some, lo, pa.scalar(None, lo.type)),
-        "high": pc.if_else(some, hi, pa.scalar(None, hi.type)),
+        "low": _values(lo, some, delta_type),
+        "high": _values(hi, some, delta_type),
         "run": run,
     }
+
+
+def _values(values: pa.Array, some: pa.Array, delta_type: Any) -> np.ndarray:
+    """A bound per file as int64 (0 where a file holds no value) or as Python strings (None there)."""
+    if delta_type in INTEGER_TYPES:
+        return pc.if_else(some, pc.fill_null(values, 0), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    out = np.empty(len(values), dtype=object)
+    out[:] = pc.if_else(some, values, pa.scalar(None, values.type)).to_pylist()
+    return out
 
 
 def _parse_stats(stats: pa.Array, physical: str, delta_type: Any) -> pa.Table:
@@ -199,27 +218,16 @@ def _parse_stats(stats: pa.Array, physical: str, delta_type: Any) -> pa.Table:
 
 def _columns(parts: list[dict[str, Any]], delta_type: Any) -> RangeColumns:
     def cat(name: str) -> np.ndarray:
-        return np.concatenate([p[name] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+        if not parts:
+            strings = name in ("low", "high") and delta_type not in INTEGER_TYPES
+            return np.zeros(0, dtype=object if strings else np.int64)
+        return np.concatenate([p[name] for p in parts])
 
-    present = cat("present").astype(bool)
-    value = pa.int64() if delta_type in INTEGER_TYPES else pa.string()
-    lo = pa.chunked_array([p["low"] for p in parts], value)
-    hi = pa.chunked_array([p["high"] for p in parts], value)
-    if delta_type in INTEGER_TYPES:
-        low = pc.fill_null(lo, 0).to_numpy().astype(np.int64)
-        high = pc.fill_null(hi, 0).to_numpy().astype(np.int64)
-    else:
-        low, high = _objects(lo), _objects(hi)
     size = cat("size")
-    bounds = FileBounds(np.arange(len(size)), size, cat("records"), low, high, cat("nulls"), present)
+    present = cat("present").astype(bool)
+    bounds = FileBounds(np.arange(len(size)), size, cat("records"), cat("low"), cat("high"), cat("nulls"), present)
     paths = pa.chunked_array([p["path"] for p in parts], pa.string()).cast(pa.large_string()).combine_chunks()
     return RangeColumns(paths, size, bounds.records, cat("deleted"), cat("run"), bounds)
-
-
-def _objects(values: pa.ChunkedArray) -> np.ndarray:
-    out = np.empty(len(values), dtype=object)
-    out[:] = values.to_pylist()
-    return out
 
 
 def live_files(head: LogHead, paths: set[str]) -> dict[str, LiveFile]:
