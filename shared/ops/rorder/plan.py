@@ -451,7 +451,8 @@ def _streamed_range_units(
     held: dict[int, list[LiveFile]] = {i: [] for i in range(len(ranges)) if read[i]}
     for path, f in live_files(head, set(owner)).items() if owner else ():
         held[owner[path]].append(f)
-    lengths = pc.utf8_length(cols.paths).to_numpy() if any(v is None for v in verdicts) else None
+    to_list = [ix if v is None and not r else None for (_, ix), v, r in zip(ranges, verdicts, read, strict=True)]
+    listed = _listed(cols, to_list, budget)
     units = []
     for i, ((vr, ix), verdict) in enumerate(zip(ranges, verdicts, strict=True)):
         key = RangeKey(None, None, vr, i)
@@ -460,9 +461,7 @@ def _streamed_range_units(
             continue
         t = _range_tally(cols, ix, budget)
         if verdict is None:
-            assert lengths is not None
-            t.listed_chars = int(lengths[ix].sum()) + FILE_JSON_OVERHEAD * len(ix)
-            t.listed = None if budget is not None and t.listed_chars > budget else cols.pairs(ix)
+            t.listed_chars, t.listed = listed[i]
             units.append(Unit(key, t, "rewrite", f"{len(ix)} file(s)"))
         elif options.layout == "tiered":
             quiet = TierSelection(runs_before=1, runs_after=1)
@@ -470,6 +469,16 @@ def _streamed_range_units(
         else:
             units.append(Unit(key, t, "skip", verdict))
     return units
+
+
+def _listed(cols: RangeColumns, units: list[Any], budget: int | None) -> list[tuple[int, Any]]:
+    """Per unit (None: not listed here), the JSON characters of its files and their (path, size) pairs
+    when they fit a message (else None), gathered for all units at once."""
+    lengths = pc.utf8_length(cols.paths).to_numpy() if any(ix is not None for ix in units) else None
+    chars = [0 if ix is None else int(lengths[ix].sum()) + FILE_JSON_OVERHEAD * len(ix) for ix in units]  # type: ignore[index]
+    fits = [ix is not None and (budget is None or c <= budget) for ix, c in zip(units, chars, strict=True)]
+    pairs = iter(cols.pairs_of([ix for ix, f in zip(units, fits, strict=True) if f]))
+    return [(c, next(pairs) if f else None) for c, f in zip(chars, fits, strict=True)]
 
 
 def _range_tally(cols: RangeColumns, ix: Any, budget: int | None) -> Tally:

@@ -52,8 +52,16 @@ class RangeColumns:
 
     def pairs(self, ix: np.ndarray) -> list[tuple[str, int]]:
         """(path, size) of the given files, in log order."""
-        ix = np.sort(ix)
-        return list(zip(self.paths.take(pa.array(ix)).to_pylist(), self.size[ix].tolist(), strict=True))
+        return self.pairs_of([ix])[0]
+
+    def pairs_of(self, units: list[np.ndarray]) -> list[list[tuple[str, int]]]:
+        """(path, size) of each unit's files, in log order (one gather for all units)."""
+        if not units:
+            return []
+        every = np.concatenate([np.sort(ix) for ix in units])
+        pairs = list(zip(self.paths.take(pa.array(every)).to_pylist(), self.size[every].tolist(), strict=True))
+        ends = np.cumsum([len(ix) for ix in units]).tolist()
+        return [pairs[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
 
 
 class _GiveUp(Exception):
