@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,12 @@ def _same_as_every_file(path: str, streamed: bool = True, **kw: Any) -> Any:
     by = kw["by"]
     assert (scan_ranges(head, head.physical(by), head.schema.column(by, "by").delta_type, "") is not None) == streamed
     every = plan_units(path, files="all", **kw)
+    ranged = sorted(
+        (u.value_range.low, u.value_range.high) for u in every.units if u.value_range and u.value_range.low is not None
+    )
+    assert all(a[1] < b[0] for a, b in itertools.pairwise(ranged))  # disjoint ranges
+    if every.units and every.units[0].value_range is not None and not any(u.value_range.cuts for u in every.units):
+        assert sum(u.tally.files for u in every.units) == len(DeltaTable(path).file_uris())  # each file once
     for lists in ("none", "rewrite"):
         plan = plan_units(path, files=lists, **kw)
         assert _facts(plan) == _facts(every)
