@@ -196,17 +196,10 @@ _DV = pa.struct(
 
 
 def _tail_arrow(
-    head: LogHead,
-    physical: str | None,
-    dir_columns: list[str],
-    signature: str,
-    *,
-    with_stats: bool = True,
-    keep_stats: bool = False,
+    head: LogHead, physical: str | None, dir_columns: list[str], signature: str, *, with_stats: bool = True
 ) -> tuple[pa.Table | None, pa.Array, pa.Array]:
     """The commits after the checkpoint, parsed in Arrow: the live ``add`` rows they leave as tally
-    columns (with their ``stats`` when ``keep_stats``; None if there are none), the file ids and the
-    paths every one of their actions names."""
+    columns (None if there are none), the file ids and the paths every one of their actions names."""
     import io
 
     import pyarrow.json as pj
@@ -242,8 +235,6 @@ def _tail_arrow(
                 if name == "add"
                 else {"path": pc.struct_field(col, "path")}
             )
-            if name == "add" and keep_stats:
-                cols["stats"] = pc.struct_field(col, "stats")
             cols["fid"] = _fid(col)
             cols["version"] = pa.repeat(pa.scalar(v, pa.int64()), len(col))
             out.append(pa.table(cols))
@@ -256,7 +247,7 @@ def _tail_arrow(
     if not adds:
         return None, fid_all, paths
     every = pa.concat_tables(adds)
-    keep = [n for n in (*_TALLY_COLUMNS, "stats") if n in every.column_names]
+    keep = [n for n in _TALLY_COLUMNS if n in every.column_names]
     if not removes and len(fid_all) == every.num_rows:
         return every.select(keep), fid_all, paths  # appends only, each file added once: every add is live
     # The newest add of a file id counts, unless a later commit removes it (a commit applies its removes first).
