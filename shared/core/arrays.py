@@ -51,6 +51,22 @@ def int64_array(values: np.ndarray) -> pa.Int64Array:
     return pa.Array.from_buffers(pa.int64(), len(data), [None, pa.py_buffer(data)])
 
 
+def string_array(values: list[str]) -> pa.StringArray:
+    """A non-null Arrow string array from Python strings, built from buffers (no Python-to-Arrow conversion,
+    which makes pyarrow import pandas).
+
+    Example:
+        >>> string_array(["a", "bc"]).to_pylist(), len(string_array([]))
+        (['a', 'bc'], 0)
+    """
+    encoded = [v.encode() for v in values]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
+    np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    return pa.Array.from_buffers(
+        pa.string(), len(encoded), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
+    )
+
+
 def scalar(value: Any, type: pa.DataType) -> pa.Scalar:
     """The Arrow scalar of a Python value in ``type``, built from buffers.
 

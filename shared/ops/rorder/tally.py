@@ -28,10 +28,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...core.actions import Add, decode_checkpoint_batch
+from ...core.arrays import bool_numpy, scalar, string_array
 from ...core.partition_snapshot import (
     FileEntry,
     LogHead,
@@ -41,6 +43,7 @@ from ...core.partition_snapshot import (
     tail_entries,
 )
 from ...core.protocol import has_feature
+from ...core.values import int_numpy
 from .message import MAX_MESSAGE_JSON
 from .rewrite.layout import LAYOUT_TAG, RUN_TAG
 
@@ -48,6 +51,10 @@ _RECORDS = r'"numRecords"\s*:\s*(?P<n>\d+)'
 _RECORDS_PY = re.compile(r'"numRecords"\s*:\s*(\d+)')
 PLAN_BATCH_ROWS = 131_072  # rows of checkpoint per Arrow batch (the partition tally is per batch)
 _NULL_KEY = "\x00"  # stands for a null partition value inside a directory key
+# Typed constants for compute calls: a Python value there is converted by pyarrow, which imports pandas.
+_EMPTY = scalar("", pa.string())
+_ZERO = scalar(0, pa.int64())
+_FALSE = scalar(False, pa.bool_())
 FILE_JSON_OVERHEAD = 24  # JSON around one (path, size) pair of a message
 
 
@@ -127,7 +134,7 @@ def tally_partitions(
     live: pa.Table | None = None
     if arrow_tail is None:
         tail, touched_ids = _tail_python(head)
-        touched_paths = pa.array(sorted({p for p, _ in touched_ids}), pa.string())
+        touched_paths = string_array(sorted({p for p, _ in touched_ids}))
         fid_all = None
     else:
         live, fid_all, touched_paths = arrow_tail
@@ -155,7 +162,7 @@ def tally_partitions(
         present = add_col.is_valid()
         if len(touched_paths):
             # a checkpoint file the commits after it name is decided by them (or kept, if only its path matched)
-            hit = pc.fill_null(pc.is_in(pc.struct_field(add_col, "path"), value_set=touched_paths), False)
+            hit = pc.fill_null(pc.is_in(pc.struct_field(add_col, "path"), value_set=touched_paths), _FALSE)
             if pc.any(pc.and_(present, hit)).as_py():
                 if fid_all is None:
                     for action in decode_checkpoint_batch(batch.filter(pc.and_(present, hit))):
@@ -236,11 +243,11 @@ def _tail_arrow(
                 else {"path": pc.struct_field(col, "path")}
             )
             cols["fid"] = _fid(col)
-            cols["version"] = pa.repeat(pa.scalar(v, pa.int64()), len(col))
+            cols["version"] = pa.repeat(scalar(v, pa.int64()), len(col))
             out.append(pa.table(cols))
     named = adds + removes
     if not named:
-        empty = pa.array([], pa.string())
+        empty = string_array([])
         return None, empty, empty
     paths = pa.concat_arrays([t.column("path").combine_chunks() for t in named]).unique()
     fid_all = pa.concat_arrays([t.column("fid").combine_chunks() for t in named]).unique()
@@ -279,17 +286,19 @@ def _fid(add: pa.Array) -> pa.Array:
     path = pc.struct_field(add, "path")
     typ = add.type
     if typ.get_field_index("deletionVector") < 0:
-        return pc.binary_join_element_wise(path, pa.scalar(""), "\x00")
+        return pc.binary_join_element_wise(path, _EMPTY, scalar("\x00", pa.string()))
     dv = pc.struct_field(add, "deletionVector")
     sub = dv.type
     offset = pc.struct_field(dv, "offset") if sub.get_field_index("offset") >= 0 else pa.nulls(len(add), pa.int64())
     uid = pc.binary_join_element_wise(
-        pc.fill_null(pc.struct_field(dv, "storageType"), ""),
-        pc.fill_null(pc.struct_field(dv, "pathOrInlineDv"), ""),
-        pc.fill_null(pc.binary_join_element_wise(pa.scalar("@"), pc.cast(offset, pa.string()), ""), ""),
-        "",
+        pc.fill_null(pc.struct_field(dv, "storageType"), _EMPTY),
+        pc.fill_null(pc.struct_field(dv, "pathOrInlineDv"), _EMPTY),
+        pc.fill_null(
+            pc.binary_join_element_wise(scalar("@", pa.string()), pc.cast(offset, pa.string()), _EMPTY), _EMPTY
+        ),
+        _EMPTY,
     )
-    return pc.binary_join_element_wise(path, pc.if_else(dv.is_valid(), uid, ""), "\x00")
+    return pc.binary_join_element_wise(path, pc.if_else(dv.is_valid(), uid, _EMPTY), scalar("\x00", pa.string()))
 
 
 def _columns_json(add: pa.Array, physical: str | None, dir_columns: list[str], signature: str) -> dict[str, pa.Array]:
@@ -313,8 +322,8 @@ def _columns(add: pa.Array, physical: str | None, dir_columns: list[str], signat
         add,
         partition_column(add, physical) if physical else None,
         [partition_column(add, c) for c in dir_columns] if len(dir_columns) > 1 else None,
-        pc.map_lookup(tags, pa.scalar(LAYOUT_TAG), "first") if tags is not None else None,
-        pc.map_lookup(tags, pa.scalar(RUN_TAG), "first") if tags is not None else None,
+        pc.map_lookup(tags, scalar(LAYOUT_TAG, pa.string()), "first") if tags is not None else None,
+        pc.map_lookup(tags, scalar(RUN_TAG, pa.string()), "first") if tags is not None else None,
         signature,
     )
 
@@ -328,7 +337,7 @@ def _assemble(
     signature: str,
 ) -> dict[str, pa.Array]:
     n = len(add)
-    zeros = pa.repeat(pa.scalar(0, pa.int64()), n)
+    zeros = pa.repeat(scalar(0, pa.int64()), n)
     nulls = pa.nulls(n, pa.string())
     size = _child(add, "size")
     stats = _child(add, "stats")
@@ -340,15 +349,17 @@ def _assemble(
     layout = layout if layout is not None else nulls
     columns: dict[str, pa.Array] = {
         "key": key if key is not None else nulls,
-        "size": pc.fill_null(size, 0) if size is not None else zeros,
-        "records": pc.fill_null(records, 0),
-        "deleted": pc.fill_null(pc.cast(deleted, pa.int64()), 0),
-        "tagged": pc.cast(pc.fill_null(pc.equal(layout, pa.scalar(signature)), False), pa.int64()),
+        "size": pc.fill_null(pc.cast(size, pa.int64()), _ZERO) if size is not None else zeros,
+        "records": pc.fill_null(records, _ZERO),
+        "deleted": pc.fill_null(pc.cast(deleted, pa.int64()), _ZERO),
+        "tagged": pc.cast(pc.fill_null(pc.equal(layout, scalar(signature, pa.string())), _FALSE), pa.int64()),
         "run": run if run is not None else nulls,
         "path": pc.struct_field(add, "path"),
     }
     if dirs is not None:
-        columns["dir"] = pc.binary_join_element_wise(*[pc.fill_null(d, _NULL_KEY) for d in dirs], "\x01")
+        columns["dir"] = pc.binary_join_element_wise(
+            *[pc.fill_null(d, scalar(_NULL_KEY, pa.string())) for d in dirs], scalar("\x01", pa.string())
+        )
     return columns
 
 
@@ -396,7 +407,7 @@ class _Listing:
 
 def _pick(key: pa.Array, keys: list[str | None]) -> pa.Array:
     """True for the rows whose key is one of ``keys`` (None: the null key)."""
-    pick = pc.fill_null(pc.is_in(key, value_set=pa.array([k for k in keys if k is not None], pa.string())), False)
+    pick = pc.fill_null(pc.is_in(key, value_set=string_array([k for k in keys if k is not None])), _FALSE)
     return pc.or_(pick, key.is_null()) if None in keys else pick
 
 
@@ -404,22 +415,9 @@ def _tally_columns(columns: dict[str, pa.Array], tallies: dict[str | None, Tally
     key = columns["key"]
     if not len(key):
         return
-    aggs: list[Any] = [
-        ("size", "count", pc.CountOptions(mode="all")),
-        ("size", "sum"),
-        ("records", "sum"),
-        ("deleted", "sum"),
-        ("tagged", "sum"),
-        ("run", "count", pc.CountOptions(mode="only_null")),
-        ("run", "min"),
-        ("run", "max"),
-        ("path_chars", "sum"),
-    ]
-    if "dir" in columns:
-        aggs.append(("dir", "distinct"))
     table = {n: c for n, c in columns.items() if n != "path"}
-    table["path_chars"] = pc.fill_null(pc.utf8_length(columns["path"]), 0)
-    grouped = pa.table(table).group_by("key").aggregate(aggs).to_pylist()
+    table["path_chars"] = pc.fill_null(pc.cast(pc.utf8_length(columns["path"]), pa.int64()), _ZERO)
+    grouped = _group_rows(table)
     fitting = {row["key"] for row in grouped if _fits(tallies.get(row["key"]), row, listing.budget)}
     if fitting:
         listing.keep(columns, list(fitting))
@@ -440,6 +438,66 @@ def _tally_columns(columns: dict[str, pa.Array], tallies: dict[str | None, Tally
             t.listed_chars += row["path_chars_sum"] + FILE_JSON_OVERHEAD * row["size_count"]
         elif t.listed is not None:
             t.listed = None
+
+
+def _group_rows(cols: dict[str, pa.Array]) -> list[dict[str, Any]]:
+    """Per key of a batch's files, in order of first appearance: file count, the sums of ``size``,
+    ``records``, ``deleted``, ``tagged`` and ``path_chars``, files without a run tag, the least and greatest
+    run tag and the distinct directories. In NumPy: Arrow's ``group_by`` loads ``pyarrow.dataset``, which
+    imports pandas (tens of MB and half a second a process).
+
+    Example:
+        >>> from deltaextras.core.arrays import int64_array, string_array
+        >>> ones = int64_array(np.ones(3, dtype=np.int64))
+        >>> rows = _group_rows({"key": pa.array(["a", None, "a"]), "size": int64_array(np.array([1, 2, 3])),
+        ...     "records": ones, "deleted": ones, "tagged": ones, "path_chars": ones,
+        ...     "run": pa.array(["r2", None, "r1"])})
+        >>> [(r["key"], r["size_count"], r["size_sum"], r["run_count"], r["run_min"], r["run_max"]) for r in rows]
+        [('a', 2, 4, 0, 'r1', 'r2'), (None, 1, 2, 1, None, None)]
+    """
+    enc = pc.dictionary_encode(cols["key"], null_encoding="encode")
+    idx = int_numpy(enc.indices)
+    keys = enc.dictionary.to_pylist()
+    n = len(keys)
+    rows: list[dict[str, Any]] = [
+        {"key": k, "size_count": c} for k, c in zip(keys, np.bincount(idx, minlength=n).tolist(), strict=True)
+    ]
+    for name in ("size", "records", "deleted", "tagged", "path_chars"):
+        sums = np.zeros(n, dtype=np.int64)
+        np.add.at(sums, idx, int_numpy(cols[name]))
+        for row, total in zip(rows, sums.tolist(), strict=True):
+            row[f"{name}_sum"] = total
+    _run_bounds(cols["run"], idx, rows)
+    if "dir" in cols:
+        dirs = pc.dictionary_encode(cols["dir"], null_encoding="encode")
+        names = dirs.dictionary.to_pylist()
+        pairs = np.unique(idx * len(names) + int_numpy(dirs.indices))
+        for row in rows:
+            row["dir_distinct"] = []
+        for pair in pairs.tolist():
+            rows[pair // len(names)]["dir_distinct"].append(names[pair % len(names)])
+    return rows
+
+
+def _run_bounds(run: pa.Array, idx: np.ndarray, rows: list[dict[str, Any]]) -> None:
+    """Each row's count of files without a run tag, and its least and greatest run tag (None: none)."""
+    valid = bool_numpy(run.is_valid())
+    for row, nulls in zip(rows, np.bincount(idx[~valid], minlength=len(rows)).tolist(), strict=True):
+        row["run_count"], row["run_min"], row["run_max"] = nulls, None, None
+    if not valid.any():
+        return
+    runs = pc.dictionary_encode(run)
+    names = sorted(runs.dictionary.to_pylist())
+    rank = np.argsort(np.argsort(np.array(runs.dictionary.to_pylist(), dtype=object), kind="stable"))
+    codes = int_numpy(pc.fill_null(runs.indices, scalar(0, runs.indices.type)))
+    ranks = rank[codes[valid]]
+    lo = np.full(len(rows), len(names), dtype=np.int64)
+    hi = np.full(len(rows), -1, dtype=np.int64)
+    np.minimum.at(lo, idx[valid], ranks)
+    np.maximum.at(hi, idx[valid], ranks)
+    for row, a, b in zip(rows, lo.tolist(), hi.tolist(), strict=True):
+        if b >= 0:
+            row["run_min"], row["run_max"] = names[a], names[b]
 
 
 def _fits(t: Tally | None, row: dict[str, Any], budget: int | None) -> bool:
