@@ -15,10 +15,11 @@ and the ratio of the commit phase at the largest N to the smallest (linear growt
 Usage::
 
     python bench/fanout_bench.py [--quick] [--sizes 128,512,1024] [--backends azurite,s3]
-                                 [--modes unit,group] [--unit-max 1024] [--workdir bench/.work]
+                                 [--modes unit,group] [--unit-max 128] [--unit-cap 180] [--workdir DIR]
 
-``--quick``: N = 16 and 64, Azurite only. ``--unit-max``: the largest N run with per-unit commits
-(their log reads grow with N squared).
+``--quick``: N = 16 and 64, Azurite only. ``--unit-max``: above this N, per-unit commits (their log
+reads grow with N squared) run in a child process stopped ``--unit-cap`` seconds (default 180) after
+the release; what finished by then is printed (committed / failed / unfinished).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "support"))
 
 
 def build_table(uri: str, options: dict[str, str], units: int) -> None:
@@ -57,7 +58,7 @@ def build_table(uri: str, options: dict[str, str], units: int) -> None:
         )
 
 
-def run(uri: str, options: dict[str, str], mode: str) -> dict[str, Any]:
+def run(uri: str, options: dict[str, str], mode: str, progress: bool = False) -> dict[str, Any]:
     """Rewrite every unit on its own thread, release the commits together, measure the commit phase."""
     from deltalake import DeltaTable
 
@@ -74,6 +75,8 @@ def run(uri: str, options: dict[str, str], mode: str) -> dict[str, Any]:
         if barrier.wait() == 0:
             released.append(time.monotonic())
             logging.getLogger("fanout").info("released")
+            if progress:
+                print(json.dumps({"released": True}), flush=True)
 
     def work(i: int, message: dict[str, Any]) -> None:
         try:
@@ -83,6 +86,9 @@ def run(uri: str, options: dict[str, str], mode: str) -> dict[str, Any]:
         except Exception as exc:  # counted as a failure
             results[i] = exc
         ends[i] = time.monotonic()
+        if progress and released:
+            status = "failed" if isinstance(results[i], Exception) else getattr(results[i], "status", "?")
+            print(json.dumps({"unit": i, "status": status, "at": round(ends[i] - released[0], 2)}), flush=True)
 
     threads = [threading.Thread(target=work, args=(i, m), daemon=True) for i, m in enumerate(messages)]
     for t in threads:
@@ -100,6 +106,54 @@ def run(uri: str, options: dict[str, str], mode: str) -> dict[str, Any]:
         "commit_seconds": round(max(ends) - released[0], 2) if released else None,
         "versions_added": after - before,
     }
+
+
+def run_capped(uri: str, options: dict[str, str], mode: str, cap: float) -> dict[str, Any]:
+    """``run`` in a child process stopped after ``cap`` seconds: what finished by then is reported
+    (committed / failed / seconds), the rest as unfinished."""
+    import subprocess
+
+    from deltalake import DeltaTable
+
+    before = DeltaTable(uri, storage_options=options).version()
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--child", json.dumps([uri, options, mode])],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    units: list[dict[str, Any]] = []
+    final: dict[str, Any] | None = None
+    timer = threading.Timer(cap, child.kill)  # started at the release, not while the child rewrites
+    assert child.stdout is not None
+    for line in child.stdout:
+        try:
+            body = json.loads(line)
+        except ValueError:
+            continue
+        if body.get("released"):
+            timer.start()
+        elif "unit" in body:
+            units.append(body)
+        else:
+            final = body
+    child.wait()
+    timer.cancel()
+    if final is not None:
+        return final
+    total = int(uri.rsplit("-", 2)[-2])
+    return {
+        "units": total,
+        "committed": sum(1 for u in units if u["status"] == "committed"),
+        "failed": sum(1 for u in units if u["status"] == "failed"),
+        "unfinished": total - len(units),
+        "first_failure": None,
+        "commit_seconds": f">{cap:g} (stopped)",
+        "versions_added": DeltaTable(uri, storage_options=options).version() - before,
+    }
+
+
+def _or_na(value: Any) -> Any:
+    return "n/a" if value is None else value
 
 
 def services(backends: list[str], workdir: Path) -> dict[str, tuple[Any, str, dict[str, str]]]:
@@ -123,9 +177,15 @@ def main() -> None:
     parser.add_argument("--sizes", default="128,512,1024")
     parser.add_argument("--backends", default="azurite,s3")
     parser.add_argument("--modes", default="unit,group")
-    parser.add_argument("--unit-max", type=int, default=1024)
+    parser.add_argument("--unit-max", type=int, default=128)
+    parser.add_argument("--unit-cap", type=float, default=180.0)
     parser.add_argument("--workdir", default=str(HERE / ".work" / "fanout"))
+    parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        uri, options, mode = json.loads(args.child)
+        print(json.dumps(run(uri, options, mode, progress=True)), flush=True)
+        return
     sizes = [16, 64] if args.quick else [int(s) for s in args.sizes.split(",")]
     backends = ["azurite"] if args.quick else args.backends.split(",")
     modes = args.modes.split(",")
@@ -139,27 +199,40 @@ def main() -> None:
         for backend, (_svc, root, options) in started.items():
             for n in sizes:
                 for mode in modes:
-                    if mode == "unit" and n > args.unit_max:
-                        continue
                     uri = f"{root}/{mode}-{n}-{uuid.uuid4().hex[:6]}"
                     build_table(uri, options, n)
-                    row = {"backend": backend, "mode": mode, "n": n, **run(uri, options, mode)}
+                    if mode == "unit" and n > args.unit_max:  # O(N^2) log reads: stopped after --unit-cap
+                        row = {
+                            "backend": backend,
+                            "mode": mode,
+                            "n": n,
+                            **run_capped(uri, options, mode, args.unit_cap),
+                        }
+                    else:
+                        row = {"backend": backend, "mode": mode, "n": n, **run(uri, options, mode)}
                     rows.append(row)
                     print(json.dumps(row), flush=True)
     finally:
         for svc, _root, _options in started.values():
             svc.stop()
     print()
-    print("| backend | mode | N | committed | failed | commit phase (s) | log versions added |")
-    print("|---|---|---|---|---|---|---|")
+    print("| backend | mode | N | committed | failed | unfinished | commit phase (s) | log versions added |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['backend']} | {r['mode']} | {r['n']} | {r['committed']} | {r['failed']} | "
-            f"{r['commit_seconds']} | {r['versions_added']} |"
+            f"{r.get('unfinished', 0)} | {r['commit_seconds']} | {_or_na(r['versions_added'])} |"
         )
     for backend in started:
         for mode in modes:
-            mine = sorted((r for r in rows if r["backend"] == backend and r["mode"] == mode), key=lambda r: r["n"])
+            mine = sorted(
+                (
+                    r
+                    for r in rows
+                    if r["backend"] == backend and r["mode"] == mode and isinstance(r["commit_seconds"], float)
+                ),
+                key=lambda r: r["n"],
+            )
             if len(mine) >= 2 and mine[0]["commit_seconds"]:
                 lo, hi = mine[0], mine[-1]
                 print(

@@ -35,7 +35,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import CorruptDataError, DeltaExtrasError
@@ -49,7 +49,7 @@ from .transaction import Transaction
 
 log = logging.getLogger(__name__)
 
-IO_THREADS = 16
+IO_THREADS = 32
 CACHE_VERSIONS = 4096
 
 _cache: OrderedDict[tuple[str, int], Winner] = OrderedDict()
@@ -72,6 +72,9 @@ class Committer:
         self.policy = policy
         self.after_publish = after_publish
         self.on_record: Callable[[dict[str, UnitOutcome]], None] | None = None
+        self.decided: Mapping[str, UnitOutcome] = {}  # final outcomes known already: their entries are skipped
+        self.defer_cleanup = False  # True: the decided staged commits are removed by :meth:`cleanup`
+        self.pending: list[str] = []  # staged commits decided, not removed yet
 
     def run(self, version: int) -> int | None:
         """Publish what is staged at ``version`` or later; returns the version published (None: none)."""
@@ -115,7 +118,9 @@ class Committer:
     # ------------------------------------------------------------------ steps
     def gather(self) -> list[StagedCommit]:
         """The staged commits, oldest first (at most twice ``batch_max``)."""
-        keys = sorted(k for k, _ in self.storage.list(STAGED_DIR) if k.endswith(".json"))
+        keys = sorted(
+            k for k, _ in self.storage.list(STAGED_DIR) if k.endswith(".json") and _txn_of(k) not in self.decided
+        )
         keys = keys[: 2 * self.policy.batch_max]
         with ThreadPoolExecutor(min(IO_THREADS, max(1, len(keys)))) as pool:
             found = list(pool.map(self._read_staged, keys))
@@ -182,9 +187,20 @@ class Committer:
         self.storage.put((o := Outcomes(dict(decided), run=str(uuid.uuid4()))).key, o.encode())
         if self.on_record is not None:
             self.on_record(o.decided)  # the units waiting in this process need not read it back
-        done = [e for e in entries if e.txn_id in decided]
-        with ThreadPoolExecutor(min(IO_THREADS, len(done))) as pool:
-            list(pool.map(lambda e: self.storage.delete(e.key), done))
+        self.pending += [e.key for e in entries if e.txn_id in decided]
+        if not self.defer_cleanup:
+            self.cleanup()
+
+    def cleanup(self) -> None:
+        """Remove the staged commits decided (their outcomes are written): in batches, off the turn when
+        ``defer_cleanup`` (the next version's committer need not wait for it)."""
+        keys, self.pending = self.pending, []
+        self.storage.delete_many(keys)
+
+
+def _txn_of(key: str) -> str:
+    """The ``txnId`` in a staged commit's key (``<staged at>-<txnId>.json``)."""
+    return key.rsplit("/", 1)[-1].removesuffix(".json").partition("-")[2]
 
 
 _KEPT = (CommitInfo, Txn, Remove, Protocol, Metadata)  # a unit reads files and has no predicate: adds never hit

@@ -122,6 +122,8 @@ def _wait(
     take the committer's turn when it is free."""
     watch = watch_for(storage)
     committer.on_record = watch.deliver
+    committer.decided = watch.known  # decided by a committer of this process: not read again
+    committer.defer_cleanup = True  # removed once this unit stopped polling: the next turn goes on meanwhile
 
     def turn(v: int) -> bool:
         generation = _my_turn(storage, v, watch.turns, policy)
@@ -130,7 +132,13 @@ def _wait(
         _commit_turn(committer, storage, v, generation)
         return True
 
-    return watch.wait(entry.txn_id, version, turn, policy)
+    try:
+        return watch.wait(entry.txn_id, version, turn, policy)
+    finally:
+        try:
+            committer.cleanup()
+        except (DeltaExtrasError, OSError) as exc:  # left staged: the next run finds them decided in the log
+            log.warning("could not remove decided staged commits of %s: %s", storage.uri, exc)
 
 
 def _commit_turn(committer: Committer, storage: TableStorage, version: int, generation: int) -> None:

@@ -21,6 +21,7 @@ import io
 import os
 import re
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -170,6 +171,10 @@ def check_commit_protocol(uri: str, options: Mapping[str, str]) -> None:
             "table to conditional puts (delta-rs >= 0.22 without the locking provider, Spark S3 log store with "
             "conditional writes) and drop the option"
         )
+
+
+DELETE_BATCH = 128  # keys per batched delete (Azure allows 256 per blob batch, S3 1,000)
+DELETE_THREADS = 8
 
 
 class TableStorage:
@@ -340,6 +345,36 @@ class TableStorage:
             return
         except Exception as exc:
             raise self._wrap(exc, f"delete {key}") from None
+
+    def delete_many(self, keys: list[str]) -> None:
+        """Delete objects, absent ones being fine: in batches of ``DELETE_BATCH`` keys where the store
+        can (S3 ``DeleteObjects``, an Azure blob batch), a few batches at once; a batch that fails (it
+        may have partly landed) is settled key by key.
+
+        Example:
+            >>> import tempfile
+            >>> st = TableStorage(tempfile.mkdtemp())
+            >>> for k in ("a/1", "a/2"):
+            ...     st.put(k, b"x")
+            >>> st.delete_many(["a/1", "a/2", "a/absent"]); list(st.list("a/"))
+            []
+        """
+        chunks = [list(keys[i : i + DELETE_BATCH]) for i in range(0, len(keys), DELETE_BATCH)]
+        if not chunks:
+            return
+        with ThreadPoolExecutor(min(DELETE_THREADS, len(chunks))) as pool:
+            list(pool.map(self._delete_batch, chunks))
+
+    def _delete_batch(self, keys: list[str]) -> None:
+        try:
+            obstore.delete(self._store, keys)
+            return
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException:  # an absent key (some stores), or a batch cut off: settle key by key
+            pass
+        for key in keys:
+            self.delete(key)
 
     # ------------------------------------------------------------------ errors
     def _wrap(self, exc: BaseException, what: str) -> Exception:
