@@ -1,4 +1,5 @@
-"""One partition's rewrite: ``rewrite`` (the partition rewriter), ``ordering`` (sort permutation and
+"""One partition's rewrite: ``rewrite`` (the partition rewriter), ``passes`` (the passes of a
+multi-pass rewrite and the row groups each reads), ``ordering`` (sort permutation and
 gathering), ``layout`` (writer settings and the layout tag), ``lanes`` (two files at once), ``output``
 (output files and their statistics), ``row_keys`` (de-duplication keys), ``threads`` (helper threads).
 """

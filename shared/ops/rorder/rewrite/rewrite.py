@@ -36,7 +36,6 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -58,13 +57,14 @@ from ....core.arrays import (
 from ....core.schema import conform
 from ....core.snapshot import LiveFile, TableSnapshot, open_data_file
 from ....core.stats import DEFAULT_INDEXED_COLUMNS
-from ....core.values import canonical, int_numpy, nan_mask, sort_key, within
+from ....core.values import canonical, int_numpy, nan_mask
 from ....errors import CorruptDataError, DuplicateKeyError, InvalidArgumentError
 from ..options import RorderOptions
 from .lanes import lane_count, split_values, value_groups, write_lanes, write_pipelined
 from .layout import LAYOUT_TAG, RUN_TAG, layout_signature, writer_properties
 from .ordering import gatherer, permutation
 from .output import OutputFile, OutputWriter, RewriteResult, timed
+from .passes import Pass, RowGroup, comparable_stats, fixed_bits, leaf_index, overlaps, pass_mask
 from .row_keys import first_rows_hashed, same_values
 from .threads import HelperPool
 
@@ -79,34 +79,6 @@ OPEN_THREADS = 4
 COMBINE_THREADS = 2
 GATHER_GROUPS = 16  # a pass's values are gathered in about this many groups
 DIRECT_SPAN = 1 << 20  # integer values spanning fewer than this are routed to passes by one array lookup
-
-
-@dataclass
-class _RowGroup:
-    file: int
-    index: int
-    offset: int
-    rows: int
-    est_bytes: int
-    lo: Any
-    hi: Any
-    nulls: int | None  # None: unknown
-    passes: list[int] = field(default_factory=list)
-
-
-@dataclass
-class _Pass:
-    lo: Any = None
-    hi: Any = None
-    lo_arrow: Any = None  # the same bounds as Arrow scalars of the column's type
-    hi_arrow: Any = None
-    nulls_only: bool = False
-    everything: bool = False
-
-    def label(self) -> str:
-        if self.everything:
-            return "all values"
-        return "nulls" if self.nulls_only else f"{self.lo}..{self.hi}"
 
 
 class PartitionRewriter:
@@ -166,15 +138,15 @@ class PartitionRewriter:
         stats_cols = cfg.get("delta.dataSkippingStatsColumns")
         self.stats_columns = [c.strip() for c in stats_cols.split(",")] if stats_cols else None
         self.indexed_columns = int(cfg.get("delta.dataSkippingNumIndexedCols", DEFAULT_INDEXED_COLUMNS))
-        self._row_bits = sum(_fixed_bits(f.type) for f in self.target)
-        self._variable_columns = {f.name for f in self.target if not _fixed_bits(f.type)}
+        self._row_bits = sum(fixed_bits(f.type) for f in self.target)
+        self._variable_columns = {f.name for f in self.target if not fixed_bits(f.type)}
         # Estimated Arrow bytes of each column over all inputs: the pass planner sizes passes so the
         # rows plus one reordered copy of the widest column fit the budget.
         self._column_bytes = dict.fromkeys(self.target.names, 0)
         self.result = RewriteResult()
         self._parquet: list[pq.ParquetFile] = []
         self._masks: list[np.ndarray | None] = []
-        self._row_groups: list[_RowGroup] = []
+        self._row_groups: list[RowGroup] = []
         self._spill_dir: str | None = None
         self._writers: list[OutputWriter] = []
         self._one_pass = False
@@ -260,8 +232,8 @@ class PartitionRewriter:
             self.result.rows_in += md.num_rows - deleted
             self._parquet.append(pf)
             self._masks.append(mask)
-            leaf = _leaf_index(pf, self.by)
-            trusted = _comparable_stats(pf, self.by, self.by_type)
+            leaf = leaf_index(pf, self.by)
+            trusted = comparable_stats(pf, self.by, self.by_type)
             offset = 0
             for i in range(md.num_row_groups):
                 rg = md.row_group(i)
@@ -279,7 +251,7 @@ class PartitionRewriter:
                 elif leaf is None and rg.num_rows:
                     nulls = rg.num_rows  # column absent from this file: every row is null
                 est = self._estimate(rg, widths)
-                self._row_groups.append(_RowGroup(fi, i, offset, rg.num_rows, est, lo, hi, nulls))
+                self._row_groups.append(RowGroup(fi, i, offset, rg.num_rows, est, lo, hi, nulls))
                 offset += rg.num_rows
 
     def _stat_value(self, value: Any) -> Any:
@@ -326,7 +298,7 @@ class PartitionRewriter:
         """Arrow bytes of a row group once decoded: fixed widths exactly; variable ones as the larger of
         the file's decoded sample and Parquet's uncompressed size x 1.5."""
         for f in self.target:
-            bits = _fixed_bits(f.type)
+            bits = fixed_bits(f.type)
             if bits:
                 self._column_bytes[f.name] += bits * rg.num_rows // 8
         total = self._row_bits * rg.num_rows // 8
@@ -348,14 +320,14 @@ class PartitionRewriter:
         return int(self.options.memory_budget * PASS_HEADROOM / (1.0 + widest))
 
     # ------------------------------------------------------------------ passes
-    def _plan_passes(self) -> list[_Pass]:
+    def _plan_passes(self) -> list[Pass]:
         total = sum(rg.est_bytes for rg in self._row_groups)
         capacity = min(self.options.memory_budget, self._pass_capacity(total))
         self._capacity = capacity
         if total <= capacity:
             for rg in self._row_groups:
                 rg.passes = [0]
-            return [_Pass(everything=True)]
+            return [Pass(everything=True)]
         null_rows, values, counts = self._value_counts()
         rows = sum(rg.rows for rg in self._row_groups) or 1
         per_row = total / rows
@@ -370,13 +342,13 @@ class PartitionRewriter:
                 spans.append([i, i])
                 acc = size
         passes = [
-            _Pass(lo=py_value(values[a]), hi=py_value(values[b]), lo_arrow=values[a], hi_arrow=values[b])
+            Pass(lo=py_value(values[a]), hi=py_value(values[b]), lo_arrow=values[a], hi_arrow=values[b])
             for a, b in spans
         ]
         if null_rows or any(rg.nulls is None or rg.nulls for rg in self._row_groups):
-            passes.append(_Pass(nulls_only=True))
+            passes.append(Pass(nulls_only=True))
         for rg in self._row_groups:
-            rg.passes = [k for k, p in enumerate(passes) if _overlaps(rg, p)]
+            rg.passes = [k for k, p in enumerate(passes) if overlaps(rg, p)]
         # Every distinct value and its pass, to route spilled rows with one hash lookup per row.
         self._values = values
         # The smallest signed type that holds every pass: NumPy's stable sort of 8- and 16-bit integers is
@@ -388,7 +360,7 @@ class PartitionRewriter:
                 self._value_pass[-1] = k
             else:
                 self._value_pass[:-1][
-                    bool_numpy(pc.fill_null(_pass_mask(self._values, p), scalar(False, pa.bool_())))
+                    bool_numpy(pc.fill_null(pass_mask(self._values, p), scalar(False, pa.bool_())))
                 ] = k
         self._pass_table = self._direct_pass_table()
         _release()
@@ -419,14 +391,14 @@ class PartitionRewriter:
         order = pc.array_sort_indices(values, null_placement="at_end")  # NaN sorts last
         return null_rows, values.take(order), sums[numpy_indices(order)]
 
-    def _read_by_column(self, rg: _RowGroup) -> pa.ChunkedArray:
+    def _read_by_column(self, rg: RowGroup) -> pa.ChunkedArray:
         pf = self._parquet[rg.file]
         if self.by not in pf.schema_arrow.names:
             return pa.chunked_array([pa.nulls(rg.rows, self.by_type)])
         t = pf.read_row_group(rg.index, columns=[self.by], use_threads=False)
         return conform(t, pa.schema([self.target.field(self.by)]), self.files[rg.file].path).column(0)
 
-    def _spill(self, passes: list[_Pass]) -> dict[int, str]:
+    def _spill(self, passes: list[Pass]) -> dict[int, str]:
         """Decode every row group that spans several passes once, and split its rows by pass to disk.
 
         The next batch is decoded in a second thread while this one is routed: each row's pass comes
@@ -497,12 +469,12 @@ class PartitionRewriter:
         slots = numpy_indices(pc.fill_null(found.cast(pa.int32()), scalar(len(self._values), pa.int32())))
         return self._value_pass[slots]
 
-    def _spill_batch_rows(self, rg: _RowGroup) -> int:
+    def _spill_batch_rows(self, rg: RowGroup) -> int:
         """Rows per decoded batch while spilling: an eighth of a pass, at most SPILL_BATCH_ROWS."""
         per_row = max(1.0, rg.est_bytes / max(1, rg.rows))
         return max(256, min(SPILL_BATCH_ROWS, int(self._capacity / 8 / per_row)))
 
-    def _iter_row_group(self, rg: _RowGroup, batch_rows: int) -> Iterator[pa.Table]:
+    def _iter_row_group(self, rg: RowGroup, batch_rows: int) -> Iterator[pa.Table]:
         pf = self._parquet[rg.file]
         source = self.files[rg.file].path
         cols = [n for n in self.target.names if n in pf.schema_arrow.names]
@@ -515,18 +487,18 @@ class PartitionRewriter:
             offset += batch.num_rows
             yield table
 
-    def _gather(self, k: int, p: _Pass, spill: str | None) -> pa.Table:
+    def _gather(self, k: int, p: Pass, spill: str | None) -> pa.Table:
         with timed(self.result, "read"):
             return self._read_pass(k, spill)
 
     def _read_pass(self, k: int, spill: str | None) -> pa.Table:
         pieces: list[pa.Table] = []
-        by_file: dict[int, list[_RowGroup]] = {}
+        by_file: dict[int, list[RowGroup]] = {}
         for rg in self._row_groups:
             if len(rg.passes) == 1 and rg.passes[0] == k:
                 by_file.setdefault(rg.file, []).append(rg)
 
-        def read(item: tuple[int, list[_RowGroup]]) -> list[pa.Table]:
+        def read(item: tuple[int, list[RowGroup]]) -> list[pa.Table]:
             fi, groups = item
             if len(groups) == self._parquet[fi].metadata.num_row_groups:
                 return [self._read_file(fi)]  # the whole file belongs to this pass: one read
@@ -579,7 +551,7 @@ class PartitionRewriter:
             table = table.filter(bool_array(mask))
         return table
 
-    def _read_row_group(self, rg: _RowGroup) -> pa.Table:
+    def _read_row_group(self, rg: RowGroup) -> pa.Table:
         pf = self._parquet[rg.file]
         cols = [n for n in self.target.names if n in pf.schema_arrow.names]
         table = conform(pf.read_row_group(rg.index, columns=cols), self.target, self.files[rg.file].path)
@@ -785,53 +757,3 @@ def _combine(columns: list[pa.ChunkedArray | pa.Array], i: int) -> None:
 def _release() -> None:
     """Return freed Arrow memory to the operating system (the allocator otherwise keeps it)."""
     pa.default_memory_pool().release_unused()
-
-
-def _pass_mask(col: pa.ChunkedArray, p: _Pass) -> pa.ChunkedArray:
-    """Rows of one pass of a multi-pass plan (an ``everything`` pass is never split), in Spark's order
-    (NaN above ``+inf``)."""
-    if p.nulls_only:
-        return pc.is_null(col)
-    return within(col, p.lo_arrow, p.hi_arrow)
-
-
-def _overlaps(rg: _RowGroup, p: _Pass) -> bool:
-    """Whether a row group's statistics admit rows of one pass of a multi-pass plan, in Spark's order
-    (a float row group holding NaN has NaN, the greatest value, as its upper bound)."""
-    if p.nulls_only:
-        return rg.nulls is None or rg.nulls > 0
-    if rg.lo is None:  # no statistics: could hold anything, unless known to be all null
-        return not (rg.nulls is not None and rg.nulls == rg.rows)
-    return not (sort_key(rg.hi) < sort_key(p.lo) or sort_key(rg.lo) > sort_key(p.hi))
-
-
-def _comparable_stats(pf: pq.ParquetFile, name: str, target: pa.DataType) -> bool:
-    """Whether a file's min/max of a column read back as values comparable with the table's type."""
-    if name not in pf.schema_arrow.names:
-        return False
-    t = pf.schema_arrow.field(name).type
-    if pa.types.is_timestamp(target):
-        return pa.types.is_timestamp(t) and t.unit in ("ms", "us")
-    if pa.types.is_dictionary(t):
-        return False
-    return (
-        t.equals(target)
-        or (pa.types.is_integer(t) and pa.types.is_integer(target))
-        or (pa.types.is_string(target) and (pa.types.is_string(t) or pa.types.is_large_string(t)))
-    )
-
-
-def _leaf_index(pf: pq.ParquetFile, name: str) -> int | None:
-    schema = pf.metadata.schema
-    for j in range(len(schema)):
-        if schema.column(j).path == name:
-            return j
-    return None
-
-
-def _fixed_bits(t: pa.DataType) -> int:
-    """Bits per value of a fixed-width type, validity bit included (0 for variable-width types)."""
-    try:
-        return t.bit_width + 1 if t.bit_width else 0
-    except ValueError:
-        return 0
