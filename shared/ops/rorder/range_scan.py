@@ -32,10 +32,10 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from ...core.actions import Add, Remove, decode_checkpoint_batch, decode_commit
-from ...core.partition_snapshot import LogHead, _add_projection, add_batches, tail_entries
+from ...core.partition_snapshot import LogHead, _add_projection, add_batches
 from ...core.snapshot import LiveFile
 from .rewrite.layout import LAYOUT_TAG, RUN_TAG
-from .tally import PLAN_BATCH_ROWS, _child, _fid, _projection
+from .tally import PLAN_BATCH_ROWS, _child, _fid, _projection, _tail_python
 from .value_ranges import INTEGER_TYPES, FileBounds
 
 
@@ -79,17 +79,7 @@ def scan_ranges(head: LogHead, physical: str, delta_type: Any, signature: str) -
 
 
 def _scan(head: LogHead, physical: str, delta_type: Any, signature: str) -> RangeColumns:
-    tail: dict[tuple[str, str | None], Any] = {}
-    touched: set[tuple[str, str | None]] = set()
-    for _v, entries in tail_entries(head):
-        for e in entries:
-            if not e.is_add:
-                tail.pop(e.file_id, None)
-                touched.add(e.file_id)
-        for e in entries:
-            if e.is_add:
-                tail[e.file_id] = e
-                touched.add(e.file_id)
+    tail, touched = _tail_python(head)
     touched_fids = pa.array(sorted(p + "\x00" + (d or "") for p, d in touched), pa.string())
     codes: dict[str, int] = {}
     parts: list[dict[str, Any]] = []
