@@ -3,11 +3,12 @@
 
 Three parts:
 
-* **rorder wall vs the copy floor**, in paired rounds (``--repeat``, default 5): each round runs, in an
-  order that rotates by round, the copy floor (every plain copy of rorder_bench's ``_run_contender.py
-  copy``, the fastest of them), ``rorder`` of a fresh clustered copy (no ``by=``: the clustering column)
-  and ``rorder`` of a fresh copy of the partitioned table, each in its own process (imports included).
-  Both rewrites' content is checked against the input's digest. Ratios are medians of per-round ratios;
+* **rorder wall vs the copy floor**, in paired rounds (``--repeat``, default 6): each round runs, in
+  the next of the six orders of the three, the copy floor (every plain copy of rorder_bench's
+  ``_run_contender.py copy``, the fastest of them), ``rorder`` of a fresh clustered copy (no ``by=``:
+  the clustering column) and ``rorder`` of a fresh copy of the partitioned table, each in its own
+  process (imports included), with its CPU seconds. Both rewrites' content is checked against the
+  input's digest. Ratios are medians of per-round ratios;
 * **point-query bytes** for ``node_id = 42`` through the query bench's counting proxy
   (``query_bench.start_emulator``, ``measure``): our layout (the last round's clustered table) and, with
   ``--spark``, the same clustered table after Spark's ``OPTIMIZE`` (the tests' local Spark + Delta) are
@@ -31,6 +32,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import resource
@@ -202,12 +204,12 @@ def wall_rounds(args: argparse.Namespace, source: Path, tmp: Path) -> tuple[dict
     files = sorted(str(p) for p in part.glob("*.parquet"))
     expected = _measure.delta_digest(source, _workload.DATA_COLUMNS)
     rorder_bench.warm_up(["copy", "ours"], None)
-    contenders = ["copy", "clustered", "partitioned"]
+    # every order of the three in turn: each contender runs first, second and last, after each other one
+    orders = list(itertools.permutations(["copy", "clustered", "partitioned"]))
     rounds: list[dict[str, Any]] = []
     for rnd in range(args.repeat):
-        shift = rnd % len(contenders)
         row: dict[str, Any] = {"load": round(os.getloadavg()[0], 2)}
-        for name in contenders[shift:] + contenders[:shift]:
+        for name in orders[rnd % len(orders)]:
             if name == "copy":
                 row["copy_floor_s"], row["copy_floor_cpu_s"], row["floor"] = copy_floor(files, tmp, rnd)
                 continue
@@ -446,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--plan-files", type=int, nargs="*", default=[], metavar="N")
     p.add_argument("--skip-rewrite", action="store_true")
-    p.add_argument("--repeat", type=int, default=5, help="paired rounds of the wall comparison (default 5)")
+    p.add_argument("--repeat", type=int, default=6, help="paired rounds of the wall comparison (default 6)")
     p.add_argument("--workers", type=int, default=1, help="rorder's max_workers (default 1: one unit)")
     p.add_argument("--skip-point", action="store_true", help="no point query (the wall rounds only)")
     p.add_argument("--emulators", default="azurite,s3", help="for the point query (default azurite,s3)")
