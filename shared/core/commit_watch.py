@@ -1,8 +1,11 @@
 """The waiting room of group commit: the units of one table waiting in this process, one poller for all.
 
 A host runs many workers at once (a Functions instance a batch of queue messages, the bench a thread
-per unit). Each would poll storage for its own outcome; instead the waiting units of one table share a
-:class:`Watch`: one of them at a time lists ``_deltaextras/outcomes/`` (one request for every unit),
+per unit). Each would stage its commit in an object of its own and poll storage for its own outcome;
+instead the units of one table share a :class:`Watch`. Staging: one unit at a time puts an object,
+holding every commit staged in the process meanwhile (:meth:`Watch.stage`), so a burst of units costs
+a few objects to put, read and remove (removals cost more as a container fills on some stores).
+Waiting: one of them at a time lists ``_deltaextras/outcomes/`` (one request for every unit),
 reads the outcomes objects it has not read yet, watches the next log version and, when its turn is
 free, runs the committer (:mod:`deltaextras.core.group_commit`). Each committer run writes its outcomes
 in one object, read once per process. The poll interval grows from
@@ -18,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import copy
 import random
 import threading
 import time
@@ -27,7 +31,7 @@ from ..errors import CorruptDataError, StorageError
 from .actions import now_ms
 from .commit_policy import CommitPolicy
 from .log import commit_key
-from .staged import OUTCOME_DIR, Outcomes, UnitOutcome, written_at
+from .staged import OUTCOME_DIR, Outcomes, StagedCommit, UnitOutcome, written_at
 from .storage import TableStorage
 
 OUTCOMES_TTL = 3600.0  # seconds an outcomes object is kept: far beyond any unit's wait
@@ -47,7 +51,38 @@ class Watch:
         self.turns: dict[int, tuple[int, float]] = {}  # version -> (generation held by another process, since)
         self.seen: set[str] = set()  # outcomes objects read (or expired)
         self.known: dict[str, UnitOutcome] = {}  # every outcome read, for units that register late
+        self.known_keys: set[str] = set()  # staged objects whose every unit is decided
         self.rng = random.Random()
+        self.staging = threading.Condition()
+        self.to_stage: list[StagedCommit] = []  # staged by a unit, not yet put
+        self.stage_busy = False
+        self.stage_done: dict[str, BaseException | None] = {}  # txnId -> the put's error (None: put)
+
+    def stage(self, entry: StagedCommit, put: Callable[[list[StagedCommit]], None]) -> None:
+        """Stage ``entry``: ``put(entries)`` it, in one object with the others staged in this process while
+        the previous put was under way (none adds latency: a unit alone is put at once). Raises what the
+        put of its object raised."""
+        with self.staging:
+            self.to_stage.append(entry)
+            while self.stage_busy and entry.txn_id not in self.stage_done:
+                self.staging.wait()
+            group: list[StagedCommit] = []
+            if entry.txn_id not in self.stage_done:  # this unit puts every entry waiting, its own among them
+                group, self.to_stage, self.stage_busy = self.to_stage, [], True
+        if group:
+            error: BaseException | None = None
+            try:
+                put(group)
+            except BaseException as exc:  # every unit of the object learns it
+                error = exc
+            with self.staging:
+                self.stage_done.update(dict.fromkeys((e.txn_id for e in group), error))
+                self.stage_busy = False
+                self.staging.notify_all()
+        with self.staging:
+            failed = self.stage_done.pop(entry.txn_id)
+        if failed is not None:
+            raise failed if group else copy.copy(failed)  # one exception object per thread
 
     def wait(self, txn_id: str, version: int, turn: Turn, policy: CommitPolicy) -> UnitOutcome | None:
         """The outcome of the staged commit ``txn_id`` once recorded; None after ``group_wait``. Versions
@@ -92,11 +127,12 @@ class Watch:
             interval = policy.poll_first if changed else min(interval * 1.5, policy.poll_max)
             time.sleep(min(interval * self.rng.uniform(0.5, 1.0), max(0.0, deadline - time.monotonic())))
 
-    def deliver(self, decided: dict[str, UnitOutcome]) -> None:
+    def deliver(self, outcomes: Outcomes) -> None:
         """Outcomes recorded by a committer of this process, handed over without a read."""
         with self.cond:
-            self.known.update(decided)
-            self.results.update({t: o for t, o in decided.items() if t in self.waiting})
+            self.known.update(outcomes.decided)
+            self.known_keys.update(outcomes.staged)
+            self.results.update({t: o for t, o in outcomes.decided.items() if t in self.waiting})
             self.cond.notify_all()
 
     def _read(self, key: str) -> Outcomes | None:
@@ -131,6 +167,7 @@ class Watch:
                 outcomes = self._read(key)
                 if outcomes is not None:
                     self.known.update(outcomes.decided)
+                    self.known_keys.update(outcomes.staged)
                     found.update({t: o for t, o in outcomes.decided.items() if t in waiting})
             start = version
             while self.storage.exists(commit_key(version)):

@@ -14,8 +14,8 @@ One run, for the next free version ``v``:
    ambiguous puts, the commit's ``commitInfo.unitTxnIds`` naming every unit). Readers see a normal
    commit. On a lost race the units are decided again against the new winner and the next version
    is tried;
-4. **record** the outcomes of the run in one object (``_deltaextras/outcomes/``), then remove the
-   staged commits decided. Outcomes are
+4. **record** the outcomes of the run in one object (``_deltaextras/outcomes/``, naming the staged
+   objects whose every unit is decided), then remove those objects. Outcomes are
    written only once they are final (the batch landed, or the winner that decided them is in the
    log), so a committer that dies anywhere leaves staged commits that the next
    run decides the same way: none is lost, none is published twice (its ``txn`` appId is in the log).
@@ -35,7 +35,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import CorruptDataError, DeltaExtrasError
@@ -44,7 +44,7 @@ from .commit_policy import DEFAULT_POLICY, CommitPolicy
 from .conflicts import UNIT_TXN_IDS, Conflict, IsolationLevel, ReadSet, Winner, check_winner
 from .log import commit_key
 from .snapshot import TableSnapshot
-from .staged import STAGED_DIR, Outcomes, StagedCommit, UnitOutcome
+from .staged import STAGED_DIR, Outcomes, StagedCommit, UnitOutcome, decode_staged
 from .transaction import Transaction
 
 log = logging.getLogger(__name__)
@@ -71,8 +71,10 @@ class Committer:
         self.storage = snapshot.storage
         self.policy = policy
         self.after_publish = after_publish
-        self.on_record: Callable[[dict[str, UnitOutcome]], None] | None = None
+        self.on_record: Callable[[Outcomes], None] | None = None
         self.decided: Mapping[str, UnitOutcome] = {}  # final outcomes known already: their entries are skipped
+        self.decided_keys: Collection[str] = frozenset()  # staged objects whose every unit is decided: not read
+        self.units: dict[str, list[str]] = {}  # staged object -> txnIds it holds, of the last gather
         self.defer_cleanup = False  # True: the decided staged commits are removed by :meth:`cleanup`
         self.pending: list[str] = []  # staged commits decided, not removed yet
 
@@ -117,23 +119,23 @@ class Committer:
 
     # ------------------------------------------------------------------ steps
     def gather(self) -> list[StagedCommit]:
-        """The staged commits, oldest first (at most twice ``batch_max``)."""
-        keys = sorted(
-            k for k, _ in self.storage.list(STAGED_DIR) if k.endswith(".json") and _txn_of(k) not in self.decided
-        )
+        """The staged commits, oldest first (from at most twice ``batch_max`` objects), but those known
+        decided: an object whose every unit is (``decided_keys``) is not read at all."""
+        keys = sorted(k for k, _ in self.storage.list(STAGED_DIR) if k.endswith(".json") and k not in self.decided_keys)
         keys = keys[: 2 * self.policy.batch_max]
         with ThreadPoolExecutor(min(IO_THREADS, max(1, len(keys)))) as pool:
             found = list(pool.map(self._read_staged, keys))
-        return [e for e in found if e is not None]
+        self.units = {k: [e.txn_id for e in entries] for k, entries in zip(keys, found, strict=True) if entries}
+        return [e for entries in found for e in entries if e.txn_id not in self.decided]
 
-    def _read_staged(self, key: str) -> StagedCommit | None:
+    def _read_staged(self, key: str) -> list[StagedCommit]:
         try:
-            return StagedCommit.decode(self.storage.read(key))
+            return decode_staged(self.storage.read(key))
         except FileNotFoundError:
-            return None  # published and removed meanwhile
+            return []  # published and removed meanwhile
         except CorruptDataError as exc:
             log.warning("skipping %s of %s: %s", key, self.storage.uri, exc)
-            return None
+            return []
 
     def decide(self, entries: list[StagedCommit], version: int, decided: dict[str, UnitOutcome]) -> list[StagedCommit]:
         """The units that can be published at ``version``, in order; the final outcome of the others
@@ -180,14 +182,21 @@ class Committer:
 
     def record(self, entries: list[StagedCommit], decided: dict[str, UnitOutcome], version: int | None) -> None:
         """Write the decided outcomes (one object: the waiting workers go on at once), then remove the
-        staged commits decided."""
-        del version
+        staged objects whose every unit is decided, at least one of them in this run (an object decided
+        by another run is left to that run's committer)."""
+        del entries, version
         if not decided:
             return
-        self.storage.put((o := Outcomes(dict(decided), run=str(uuid.uuid4()))).key, o.encode())
+        done = [
+            key
+            for key, units in self.units.items()
+            if any(t in decided for t in units) and all(t in decided or t in self.decided for t in units)
+        ]
+        o = Outcomes(dict(decided), run=str(uuid.uuid4()), staged=tuple(done))
+        self.storage.put(o.key, o.encode())
         if self.on_record is not None:
-            self.on_record(o.decided)  # the units waiting in this process need not read it back
-        self.pending += [e.key for e in entries if e.txn_id in decided]
+            self.on_record(o)  # the units waiting in this process need not read it back
+        self.pending += done
         if not self.defer_cleanup:
             self.cleanup()
 
@@ -196,11 +205,6 @@ class Committer:
         ``defer_cleanup`` (the next version's committer need not wait for it)."""
         keys, self.pending = self.pending, []
         self.storage.delete_many(keys)
-
-
-def _txn_of(key: str) -> str:
-    """The ``txnId`` in a staged commit's key (``<staged at>-<txnId>.json``)."""
-    return key.rsplit("/", 1)[-1].removesuffix(".json").partition("-")[2]
 
 
 _KEPT = (CommitInfo, Txn, Remove, Protocol, Metadata)  # a unit reads files and has no predicate: adds never hit

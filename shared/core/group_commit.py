@@ -41,9 +41,9 @@ from ..errors import DeltaExtrasError, StorageError
 from .actions import Action
 from .commit_policy import DEFAULT_POLICY, CommitPolicy
 from .commit_result import CommitOutcome, CommitResult
-from .commit_watch import watch_for
+from .commit_watch import Watch, watch_for
 from .committer import Committer
-from .staged import StagedCommit, UnitOutcome, turn_key
+from .staged import StagedCommit, UnitOutcome, encode_staged, turn_key
 from .storage import TableStorage
 from .transaction import Transaction
 
@@ -59,7 +59,8 @@ def commit_staged(
     policy: CommitPolicy = DEFAULT_POLICY,
     after_publish: Callable[[int], None] | None = None,
 ) -> CommitResult | None:
-    """Stage ``actions`` as ``txn``'s commit and wait for its outcome (see the module docstring).
+    """Stage ``actions`` as ``txn``'s commit and wait for its outcome (see the module docstring). The
+    units staging in this process at the same time share one staged object (:meth:`Watch.stage`).
 
     ``txn`` must carry a ``txn`` appId (``txn.read.app_id``): it is what keeps a unit from being
     published twice. ``after_publish(version)`` runs in this worker for each version it publishes as
@@ -80,9 +81,10 @@ def commit_staged(
         written=tuple(txn.written),
         actions=stamped,
     )
-    _put_staged(txn.storage, entry)
+    watch = watch_for(txn.storage)
+    watch.stage(entry, lambda entries: _put_staged(txn.storage, entries))
     committer = Committer(txn.snapshot, policy, after_publish)
-    outcome = _wait(txn.storage, entry, txn.checked_to + 1, committer, policy)
+    outcome = _wait(watch, entry, txn.checked_to + 1, committer, policy)
     if outcome is None:
         log.info(
             "no outcome for staged commit %s of %s in %g s: committing alone",
@@ -99,30 +101,33 @@ def commit_staged(
     return CommitResult(CommitOutcome.CONFLICT, attempts=txn.attempts, conflict=outcome.conflict)
 
 
-def _put_staged(storage: TableStorage, entry: StagedCommit) -> None:
-    """Stage ``entry``; a put that failed may have landed (the transaction keeps the files either way)."""
-    data = entry.encode()
+def _put_staged(storage: TableStorage, entries: list[StagedCommit]) -> None:
+    """Stage ``entries`` in one object; a put that failed may have landed (the transactions keep the
+    files either way)."""
+    data, key = encode_staged(entries), entries[0].key
     for attempt in range(STAGE_PUTS):
         try:
-            storage.put_if_absent(entry.key, data)  # False: an earlier try of ours landed
+            storage.put_if_absent(key, data)  # False: an earlier try of ours landed
             return
         except (StorageError, OSError, TimeoutError) as exc:
             if attempt + 1 == STAGE_PUTS:
                 raise StorageError(
-                    f"could not stage the commit of {entry.app_id} at {storage.uri}: {str(exc)[:160]}; nothing "
+                    f"could not stage the commit of {', '.join(e.app_id for e in entries[:3])}"
+                    f"{' ...' if len(entries) > 3 else ''} at {storage.uri}: {str(exc)[:160]}; nothing "
                     "is known to be committed, the files written are kept. Run the same work again"
                 ) from None
             time.sleep(0.1 * 2**attempt)
 
 
 def _wait(
-    storage: TableStorage, entry: StagedCommit, version: int, committer: Committer, policy: CommitPolicy
+    watch: Watch, entry: StagedCommit, version: int, committer: Committer, policy: CommitPolicy
 ) -> UnitOutcome | None:
     """Wait for the outcome of ``entry`` with the other units of the table waiting in this process;
     take the committer's turn when it is free."""
-    watch = watch_for(storage)
+    storage = watch.storage
     committer.on_record = watch.deliver
-    committer.decided = watch.known  # decided by a committer of this process: not read again
+    committer.decided = watch.known  # decided already: not decided again
+    committer.decided_keys = watch.known_keys  # staged objects whose every unit is decided: not read again
     committer.defer_cleanup = True  # removed once this unit stopped polling: the next turn goes on meanwhile
 
     def turn(v: int) -> bool:

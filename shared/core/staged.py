@@ -7,7 +7,7 @@ staged commits in one Delta version (:mod:`deltaextras.core.committer`) and reco
 outcome beside it. Everything lives under the table root in a directory of our own that readers,
 vacuum and :func:`~deltaextras.ops.maintenance.vacuum.orphans` skip (its name starts with ``_``)::
 
-    _deltaextras/staged/<staged at, ms>-<txnId>.json   one staged commit (JSON)
+    _deltaextras/staged/<staged at, ms>-<txnId>.json   staged commits put together by one process (JSON)
     _deltaextras/outcomes/<written at, ms>-<run>.json  the outcomes one committer run decided
     _deltaextras/turns/<version>.<generation>          who is publishing that log version
 
@@ -19,6 +19,10 @@ Example:
     (True, '_deltaextras/staged/0000000000001-t-1.json')
     >>> UnitOutcome.decode(UnitOutcome("committed", 9).encode())
     UnitOutcome(outcome='committed', version=9, conflict=None)
+
+A process puts the commits its units staged meanwhile in one object (:func:`encode_staged`), named
+after the first of them: a thousand units waiting in one host cost a few objects to put, read and
+remove, not a thousand. One commit alone keeps the single-commit form.
 """
 
 from __future__ import annotations
@@ -108,6 +112,36 @@ class StagedCommit:
             raise CorruptDataError(f"not a staged commit: {str(exc)[:120]}") from None
 
 
+def encode_staged(entries: list[StagedCommit]) -> bytes:
+    """One object holding ``entries`` (stored at ``entries[0].key``); one entry keeps its own form.
+
+    Example:
+        >>> a = StagedCommit("a", 1, "SnapshotIsolation", "OPTIMIZE", "x", 1, (), (), staged_at=1)
+        >>> b = StagedCommit("b", 1, "SnapshotIsolation", "OPTIMIZE", "y", 1, (), (), staged_at=2)
+        >>> [e.txn_id for e in decode_staged(encode_staged([a, b]))], decode_staged(encode_staged([a])) == [a]
+        (['a', 'b'], True)
+    """
+    if len(entries) == 1:
+        return entries[0].encode()
+    units = [json.loads(e.encode()) for e in entries]
+    return json.dumps({"units": units}, separators=(",", ":")).encode("utf-8")
+
+
+def decode_staged(data: bytes) -> list[StagedCommit]:
+    """The staged commits in one object (either form); :class:`~deltaextras.errors.CorruptDataError`
+    when it holds none."""
+    try:
+        body = json.loads(data)
+        units = body["units"] if isinstance(body, dict) and "units" in body else None
+    except (ValueError, TypeError) as exc:
+        raise CorruptDataError(f"not a staged commit: {str(exc)[:120]}") from None
+    if units is None:
+        return [StagedCommit.decode(data)]
+    if not isinstance(units, list) or not units:
+        raise CorruptDataError("not a staged commit: no units")
+    return [StagedCommit.decode(json.dumps(u).encode("utf-8")) for u in units]
+
+
 @dataclass(frozen=True)
 class UnitOutcome:
     """The final outcome of a staged commit: ``committed`` (at ``version``), ``already_done`` (the same
@@ -139,10 +173,11 @@ class UnitOutcome:
 @dataclass
 class Outcomes:
     """The outcomes one committer run decided, in one object (one write per run, one read per waiting
-    process): ``decided`` maps each unit's ``txnId`` to its outcome.
+    process): ``decided`` maps each unit's ``txnId`` to its outcome; ``staged`` names the staged objects
+    whose every unit is decided (no committer needs to read them again).
 
     Example:
-        >>> o = Outcomes({"t-1": UnitOutcome("committed", 9)}, written_at=5, run="r")
+        >>> o = Outcomes({"t-1": UnitOutcome("committed", 9)}, written_at=5, run="r", staged=("s/1.json",))
         >>> o.key, Outcomes.decode(o.encode(), o.key) == o, written_at(o.key)
         ('_deltaextras/outcomes/0000000000005-r.json', True, 5)
     """
@@ -150,6 +185,7 @@ class Outcomes:
     decided: dict[str, UnitOutcome]
     written_at: int = field(default_factory=now_ms)
     run: str = ""
+    staged: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -157,17 +193,18 @@ class Outcomes:
 
     def encode(self) -> bytes:
         units = {t: json.loads(o.encode()) for t, o in self.decided.items()}
-        return json.dumps({"units": units}, separators=(",", ":")).encode("utf-8")
+        return json.dumps({"units": units, "staged": list(self.staged)}, separators=(",", ":")).encode("utf-8")
 
     @classmethod
     def decode(cls, data: bytes, key: str) -> Outcomes:
         try:
-            units = json.loads(data)["units"]
-            decided = {str(t): UnitOutcome.decode(json.dumps(o).encode()) for t, o in units.items()}
+            body = json.loads(data)
+            decided = {str(t): UnitOutcome.decode(json.dumps(o).encode()) for t, o in body["units"].items()}
+            staged = tuple(str(k) for k in body.get("staged", ()))  # absent in outcomes of older versions
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise CorruptDataError(f"not a committer's outcomes: {str(exc)[:120]}") from None
         name = key.rsplit("/", 1)[-1].removesuffix(".json")
-        return cls(decided, written_at(key) or 0, name.partition("-")[2])
+        return cls(decided, written_at(key) or 0, name.partition("-")[2], staged)
 
 
 def written_at(key: str) -> int | None:
@@ -184,6 +221,8 @@ __all__ = [
     "Outcomes",
     "StagedCommit",
     "UnitOutcome",
+    "decode_staged",
+    "encode_staged",
     "turn_key",
     "written_at",
 ]
