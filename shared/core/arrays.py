@@ -51,6 +51,33 @@ def int64_array(values: np.ndarray) -> pa.Int64Array:
     return pa.Array.from_buffers(pa.int64(), len(data), [None, pa.py_buffer(data)])
 
 
+def int64_numpy(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """An integer Arrow array (or chunked array) as NumPy int64, null as 0 (read from its buffers).
+
+    Example:
+        >>> int64_numpy(pa.array([3, None, 5], pa.int32())).tolist()
+        [3, 0, 5]
+        >>> int64_numpy(pa.chunked_array([[1, 2], [3]], pa.uint8())).tolist()
+        [1, 2, 3]
+    """
+    if isinstance(array, pa.ChunkedArray):
+        if array.num_chunks == 1:
+            array = array.chunk(0)
+        else:
+            array = pa.concat_arrays(array.chunks) if array.num_chunks else pa.nulls(0, array.type)
+    if not pa.types.is_integer(array.type):
+        raise TypeError(f"expected integers, got {array.type}")
+    n = len(array)
+    if array.null_count == n:
+        return np.zeros(n, dtype=np.int64)
+    width = array.type.bit_width // 8
+    kind = "i" if pa.types.is_signed_integer(array.type) else "u"
+    out = np.frombuffer(array.buffers()[1], dtype=f"<{kind}{width}")[array.offset : array.offset + n].astype(np.int64)
+    if array.null_count:
+        out[~bool_numpy(array.is_valid())] = 0
+    return out
+
+
 def string_array(values: list[str]) -> pa.StringArray:
     """A non-null Arrow string array from Python strings, built from buffers (no Python-to-Arrow conversion,
     which makes pyarrow import pandas).
@@ -65,6 +92,21 @@ def string_array(values: list[str]) -> pa.StringArray:
     return pa.Array.from_buffers(
         pa.string(), len(encoded), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
     )
+
+
+def nullable_string_array(values: list[str | None]) -> pa.StringArray:
+    """An Arrow string array from Python strings and None (null), built from buffers like :func:`string_array`.
+
+    Example:
+        >>> nullable_string_array(["a", None, "bc"]).to_pylist()
+        ['a', None, 'bc']
+    """
+    valid = np.array([v is not None for v in values], dtype=bool)
+    plain = string_array([v if v is not None else "" for v in values])
+    if valid.all():
+        return plain
+    bits = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(pa.string(), len(values), [bits, *plain.buffers()[1:]])
 
 
 def scalar(value: Any, type: pa.DataType) -> pa.Scalar:

@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import CorruptDataError
-from .arrays import bool_array, scalar
+from .arrays import bool_array, int64_numpy, scalar
 
 _NAN = float("nan")
 T = TypeVar("T")
@@ -140,12 +140,7 @@ def int_numpy(array: Any) -> np.ndarray:
         >>> int_numpy(pa.chunked_array([[1, 2], [3]], pa.int32())).tolist()
         [1, 2, 3]
     """
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks() if array.num_chunks else pa.array([], array.type)
-    width = array.type.bit_width // 8
-    kind = "i" if pa.types.is_signed_integer(array.type) else "u"
-    data = np.frombuffer(array.buffers()[1], dtype=f"<{kind}{width}")[array.offset : array.offset + len(array)]
-    return data.astype(np.int64)
+    return int64_numpy(array)
 
 
 def distinct(column: Any) -> pa.Array:

@@ -29,8 +29,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import pyarrow.compute as pc
-
 from ...core.partition_snapshot import LogHead, read_head
 from ...core.protocol import check_clustering, check_protocol
 from ...core.snapshot import LiveFile, TableSnapshot, open_data_file
@@ -39,7 +37,7 @@ from ...core.values import partition_values_key
 from ...errors import InvalidArgumentError, PartitionNotFoundError
 from .message import MAX_MESSAGE_JSON, RorderMessage
 from .options import RorderOptions
-from .range_scan import RangeColumns, live_files, scan_ranges
+from .range_scan import ListedFiles, RangeColumns, UnitSums, live_files, scan_ranges
 from .rewrite.layout import LAYOUT_TAG, RUN_TAG, layout_signature, row_groups_in_layout
 from .tally import FILE_JSON_OVERHEAD, Tally
 from .tiers import TierSelection, select_files
@@ -445,21 +443,22 @@ def _streamed_range_units(
     ranges = cut_units(cols.bounds, scheme.by, target=options.target_file_size, run=cols.run)
     if not clustered and len(ranges) <= 1 and not any(vr.cuts for vr, _ in ranges):
         return None
-    verdicts = [_range_verdict(cols, ix, options) for _, ix in ranges]
+    sums = cols.sums([ix for _, ix in ranges])
+    verdicts = [_range_verdict(sums, i, options) for i in range(len(ranges))]
     read = [v is _LOOK or (v is None and lists == "rewrite") for v in verdicts]
     owner = {p: i for i, (_, ix) in enumerate(ranges) if read[i] for p, _ in cols.pairs(ix)}
     held: dict[int, list[LiveFile]] = {i: [] for i in range(len(ranges)) if read[i]}
     for path, f in live_files(head, set(owner)).items() if owner else ():
         held[owner[path]].append(f)
     to_list = [ix if v is None and not r else None for (_, ix), v, r in zip(ranges, verdicts, read, strict=True)]
-    listed = _listed(cols, to_list, budget)
+    listed = _listed(cols, sums, to_list, budget)
     units = []
     for i, ((vr, ix), verdict) in enumerate(zip(ranges, verdicts, strict=True)):
         key = RangeKey(None, None, vr, i)
         if read[i]:
             units.append(_range_unit(head, scheme.by, options, key, held[i], budget))
             continue
-        t = _range_tally(cols, ix, budget)
+        t = _range_tally(sums, i, budget)
         if verdict is None:
             t.listed_chars, t.listed = listed[i]
             units.append(Unit(key, t, "rewrite", f"{len(ix)} file(s)"))
@@ -471,28 +470,28 @@ def _streamed_range_units(
     return units
 
 
-def _listed(cols: RangeColumns, units: list[Any], budget: int | None) -> list[tuple[int, Any]]:
+def _listed(cols: RangeColumns, sums: UnitSums, units: list[Any], budget: int | None) -> list[tuple[int, Any]]:
     """Per unit (None: not listed here), the JSON characters of its files and their (path, size) pairs
-    when they fit a message (else None), gathered for all units at once."""
-    lengths = pc.utf8_length(cols.paths).to_numpy() if any(ix is not None for ix in units) else None
-    chars = [0 if ix is None else int(lengths[ix].sum()) + FILE_JSON_OVERHEAD * len(ix) for ix in units]  # type: ignore[index]
-    fits = [ix is not None and (budget is None or c <= budget) for ix, c in zip(units, chars, strict=True)]
-    pairs = iter(cols.pairs_of([ix for ix, f in zip(units, fits, strict=True) if f]))
-    return [(c, next(pairs) if f else None) for c, f in zip(chars, fits, strict=True)]
+    when they fit a message (else None); the pairs are read from the scan's columns when a message is built."""
+    out: list[tuple[int, Any]] = []
+    for i, ix in enumerate(units):
+        chars = 0 if ix is None else int(sums.path_chars[i]) + FILE_JSON_OVERHEAD * len(ix)
+        fits = ix is not None and (budget is None or chars <= budget)
+        out.append((chars, ListedFiles(cols, ix) if fits else None))
+    return out
 
 
-def _range_tally(cols: RangeColumns, ix: Any, budget: int | None) -> Tally:
+def _range_tally(sums: UnitSums, i: int, budget: int | None) -> Tally:
     t = Tally(budget=budget, listed=None)
-    t.files, t.bytes = len(ix), int(cols.size[ix].sum())
-    t.records, t.deleted = int(cols.records[ix].sum()), int(cols.deleted[ix].sum())
+    t.files, t.bytes = int(sums.files[i]), int(sums.bytes[i])
+    t.records, t.deleted = int(sums.records[i]), int(sums.deleted[i])
     return t
 
 
-def _range_verdict(cols: RangeColumns, ix: Any, options: RorderOptions) -> Any:
+def _range_verdict(sums: UnitSums, i: int, options: RorderOptions) -> Any:
     """A value-range unit's verdict from its compact columns, as :func:`_verdict` gives a partition's."""
-    deleted, records = int(cols.deleted[ix].sum()), int(cols.records[ix].sum())
-    run = cols.run[ix]
-    one_run = bool((run >= 0).all()) and int(run.min()) == int(run.max())
+    deleted, records, files = int(sums.deleted[i]), int(sums.records[i]), int(sums.files[i])
+    one_run = int(sums.run_low[i]) >= 0 and int(sums.run_low[i]) == int(sums.run_high[i])
     if options.layout == "tiered":
         quiet = not deleted or (records and deleted / records <= options.max_deleted_rows_ratio)
         return "tiered" if quiet and one_run else _LOOK
@@ -500,8 +499,8 @@ def _range_verdict(cols: RangeColumns, ix: Any, options: RorderOptions) -> Any:
         return None
     if one_run:
         extra = f" ({deleted} deleted rows under the {options.max_deleted_rows_ratio:.0%} threshold)" if deleted else ""
-        return f"already in layout: {len(ix)} file(s) from one rewrite{extra}"
-    if len(ix) == 1 and not deleted and not options.sort_by and not options.unique_by:
+        return f"already in layout: {files} file(s) from one rewrite{extra}"
+    if files == 1 and not deleted and not options.sort_by and not options.unique_by:
         return _LOOK
     return None
 

@@ -23,6 +23,9 @@ Example:
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from ...core.actions import Add, Remove, decode_checkpoint_batch, decode_commit
+from ...core.arrays import bool_numpy, index_array, int64_numpy, nullable_string_array, scalar, string_array
 from ...core.partition_snapshot import LogHead, _add_projection, add_batches
 from ...core.snapshot import LiveFile
 from .rewrite.layout import LAYOUT_TAG, RUN_TAG
@@ -50,6 +54,29 @@ class RangeColumns:
     run: np.ndarray  # code of the rewrite that wrote a file in layout, -1 for the others
     bounds: FileBounds
 
+    def sums(self, units: list[np.ndarray]) -> UnitSums:
+        """Per unit (a non-empty index array each), what its files add up to, for all units at once."""
+        every = np.concatenate(units) if units else np.zeros(0, dtype=np.int64)
+        files = np.array([len(ix) for ix in units], dtype=np.int64)
+        starts = np.concatenate(([0], np.cumsum(files)[:-1])) if units else files
+        if not len(every):
+            return UnitSums(files, files, files, files, files, files, files)
+        chars = int64_numpy(pc.utf8_length(self.paths))[every]
+
+        def add(values: np.ndarray) -> np.ndarray:
+            return np.add.reduceat(values, starts)
+
+        run = self.run[every]
+        return UnitSums(
+            files,
+            add(self.size[every]),
+            add(self.records[every]),
+            add(self.deleted[every]),
+            np.minimum.reduceat(run, starts),
+            np.maximum.reduceat(run, starts),
+            add(chars),
+        )
+
     def pairs(self, ix: np.ndarray) -> list[tuple[str, int]]:
         """(path, size) of the given files, in log order."""
         return self.pairs_of([ix])[0]
@@ -59,9 +86,71 @@ class RangeColumns:
         if not units:
             return []
         every = np.concatenate([np.sort(ix) for ix in units])
-        pairs = list(zip(self.paths.take(pa.array(every)).to_pylist(), self.size[every].tolist(), strict=True))
+        pairs = list(zip(self.paths.take(index_array(every)).to_pylist(), self.size[every].tolist(), strict=True))
         ends = np.cumsum([len(ix) for ix in units]).tolist()
         return [pairs[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+
+
+SCAN_THREADS = 2  # threads parsing statistics while the next checkpoint batch is decoded
+_OPEN, _CLOSE = ord("{"), ord("}")
+_FALSE = scalar(False, pa.bool_())
+_LAYOUT_KEY, _RUN_KEY = scalar(LAYOUT_TAG, pa.string()), scalar(RUN_TAG, pa.string())
+
+
+@dataclass
+class UnitSums:
+    """Per unit: its files, bytes, records, deleted rows, lowest and highest run code, and path characters."""
+
+    files: np.ndarray
+    bytes: np.ndarray
+    records: np.ndarray
+    deleted: np.ndarray
+    run_low: np.ndarray
+    run_high: np.ndarray
+    path_chars: np.ndarray
+
+
+class ListedFiles(Sequence[tuple[str, int]]):
+    """One unit's (path, size) pairs for its work message, in log order, read from the scan's columns when
+    first used (a plan of a million files keeps no Python string per file until messages are built).
+
+    Example:
+        >>> import numpy as np, pyarrow as pa
+        >>> b = FileBounds.of(["a", "b"], [10, 20], [1, 1], [0, 5], [1, 6], [0, 0])
+        >>> cols = RangeColumns(pa.array(["a", "b"]), b.size, b.records, np.zeros(2, int), np.full(2, -1), b)
+        >>> files = ListedFiles(cols, np.array([1, 0]))
+        >>> len(files), list(files), files == [("a", 10), ("b", 20)]
+        (2, [('a', 10), ('b', 20)], True)
+    """
+
+    def __init__(self, columns: RangeColumns, ix: np.ndarray) -> None:
+        self._columns, self._ix = columns, ix
+        self._pairs: list[tuple[str, int]] | None = None
+
+    def _load(self) -> list[tuple[str, int]]:
+        if self._pairs is None:
+            self._pairs = self._columns.pairs(self._ix)
+        return self._pairs
+
+    def __len__(self) -> int:
+        return len(self._ix)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._load()[i]
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        return iter(self._load())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return self._load() == list(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._load()))
+
+    def __repr__(self) -> str:
+        return repr(self._load())
 
 
 class _GiveUp(Exception):
@@ -80,32 +169,39 @@ def scan_ranges(head: LogHead, physical: str, delta_type: Any, signature: str) -
 
 def _scan(head: LogHead, physical: str, delta_type: Any, signature: str) -> RangeColumns:
     tail, touched = _tail_python(head)
-    touched_fids = pa.array(sorted(p + "\x00" + (d or "") for p, d in touched), pa.string())
+    touched_fids = string_array(sorted(p + "\x00" + (d or "") for p, d in touched))
     codes: dict[str, int] = {}
     parts: list[dict[str, Any]] = []
-    for batch in add_batches(head, _range_projection, PLAN_BATCH_ROWS):
-        add = batch.column("add")
-        if add.null_count:
-            add = add.filter(add.is_valid())
-        if len(touched_fids) and len(add):
-            add = add.filter(pc.invert(pc.is_in(_fid(add), value_set=touched_fids)))
-        if len(add):
-            parts.append(_part(add, physical, delta_type, signature, codes))
+    # Parsing a batch's statistics (Arrow, without the GIL) runs on a second thread while the next batch
+    # is decoded; run codes are numbered here, in log order.
+    with ThreadPoolExecutor(max_workers=SCAN_THREADS, thread_name_prefix="deltaextras-scan") as pool:
+        pending: deque[Future[dict[str, Any]]] = deque()
+        for batch in add_batches(head, _range_projection, PLAN_BATCH_ROWS):
+            add = batch.column("add")
+            if add.null_count:
+                add = add.filter(add.is_valid())
+            if len(touched_fids) and len(add):
+                add = add.filter(pc.invert(pc.is_in(_fid(add), value_set=touched_fids)))
+            if len(add):
+                pending.append(pool.submit(_part, add, physical, delta_type, signature))
+            while len(pending) > SCAN_THREADS:
+                parts.append(_numbered(pending.popleft().result(), codes))
+        while pending:
+            parts.append(_numbered(pending.popleft().result(), codes))
     if tail:
         entries = list(tail.values())
-        layout = pa.array([e.tags.get(LAYOUT_TAG) for e in entries], pa.string())
-        run = pa.array([e.tags.get(RUN_TAG) for e in entries], pa.string())
-        parts.append(
-            _assemble(
-                pa.array([e.path for e in entries], pa.string()),
-                pa.array([e.size for e in entries], pa.int64()),
-                pa.array([e.stats for e in entries], pa.string()),
-                pa.array([e.deleted for e in entries], pa.int64()),
-                _run_codes(layout, run, signature, codes),
-                physical,
-                delta_type,
-            )
+        layout = nullable_string_array([e.tags.get(LAYOUT_TAG) for e in entries])
+        run = nullable_string_array([e.tags.get(RUN_TAG) for e in entries])
+        part = _assemble(
+            string_array([e.path for e in entries]),
+            np.array([e.size for e in entries], dtype=np.int64),
+            nullable_string_array([e.stats for e in entries]),
+            np.array([e.deleted for e in entries], dtype=np.int64),
+            _settled(layout, run, signature),
+            physical,
+            delta_type,
         )
+        parts.append(_numbered(part, codes))
     return _columns(parts, delta_type)
 
 
@@ -120,42 +216,49 @@ def _range_projection(schema: pa.Schema) -> list[str]:
     return [c for c in _projection(schema, with_stats=True) if c != "add.partitionValues"]
 
 
-def _part(add: pa.Array, physical: str, delta_type: Any, signature: str, codes: dict[str, int]) -> dict[str, Any]:
+def _part(add: pa.Array, physical: str, delta_type: Any, signature: str) -> dict[str, Any]:
     stats = _child(add, "stats")
     if stats is None:
         raise _GiveUp
     tags = _child(add, "tags")
     none = pa.nulls(len(add), pa.string())
-    layout = pc.map_lookup(tags, pa.scalar(LAYOUT_TAG), "first") if tags is not None else none
-    run = pc.map_lookup(tags, pa.scalar(RUN_TAG), "first") if tags is not None else none
+    layout = pc.map_lookup(tags, _LAYOUT_KEY, "first") if tags is not None else none
+    run = pc.map_lookup(tags, _RUN_KEY, "first") if tags is not None else none
     dv = _child(add, "deletionVector")
-    deleted = pc.struct_field(dv, "cardinality") if dv is not None else pa.repeat(pa.scalar(0, pa.int64()), len(add))
+    deleted = int64_numpy(pc.struct_field(dv, "cardinality")) if dv is not None else np.zeros(len(add), dtype=np.int64)
     return _assemble(
         pc.struct_field(add, "path"),
-        pc.fill_null(pc.struct_field(add, "size"), 0),
+        int64_numpy(pc.struct_field(add, "size")),
         stats,
-        pc.fill_null(pc.cast(deleted, pa.int64()), 0),
-        _run_codes(layout, run, signature, codes),
+        deleted,
+        _settled(layout, run, signature),
         physical,
         delta_type,
     )
 
 
-def _run_codes(layout: pa.Array, run: pa.Array, signature: str, codes: dict[str, int]) -> np.ndarray:
-    """The run code of each file in layout (its layout tag is the plan's signature), -1 for the others."""
-    settled = pc.if_else(pc.fill_null(pc.equal(layout, pa.scalar(signature)), False), run, pa.scalar(None, pa.string()))
+def _settled(layout: pa.Array, run: pa.Array, signature: str) -> pa.Array:
+    """The run tag of each file in layout (its layout tag is the plan's signature), null for the others."""
+    in_layout = pc.fill_null(pc.equal(layout, scalar(signature, pa.string())), _FALSE)
+    return pc.if_else(in_layout, run, pa.nulls(len(run), pa.string()))
+
+
+def _numbered(part: dict[str, Any], codes: dict[str, int]) -> dict[str, Any]:
+    """A part with its files' run tags turned into codes, numbered in the order the scan meets them."""
+    settled = part.pop("settled")
     distinct = pc.unique(settled).drop_null()
     table = np.array([codes.setdefault(r, len(codes)) for r in distinct.to_pylist()] + [-1], dtype=np.int64)
-    at = pc.fill_null(pc.index_in(settled, value_set=distinct), len(distinct))
-    return table[at.to_numpy(zero_copy_only=False)]
+    at = pc.fill_null(pc.index_in(settled, value_set=distinct), scalar(len(distinct), pa.int32()))
+    part["run"] = table[int64_numpy(at)]
+    return part
 
 
 def _assemble(
     paths: pa.Array,
-    size: pa.Array,
+    size: np.ndarray,
     stats: pa.Array,
-    deleted: pa.Array,
-    run: np.ndarray,
+    deleted: np.ndarray,
+    settled: pa.Array,
     physical: str,
     delta_type: Any,
 ) -> dict[str, Any]:
@@ -169,29 +272,31 @@ def _assemble(
         raise _GiveUp
     return {
         "path": paths,
-        "size": size.to_numpy(zero_copy_only=False).astype(np.int64),
-        "records": records.to_numpy(zero_copy_only=False).astype(np.int64),
-        "deleted": deleted.to_numpy(zero_copy_only=False).astype(np.int64),
-        "nulls": nulls.to_numpy(zero_copy_only=False).astype(np.int64),
-        "present": some.to_numpy(zero_copy_only=False),
+        "size": size,
+        "records": int64_numpy(records),
+        "deleted": deleted,
+        "nulls": int64_numpy(nulls),
+        "present": bool_numpy(some),
         "low": _values(lo, some, delta_type),
         "high": _values(hi, some, delta_type),
-        "run": run,
+        "settled": settled,
     }
 
 
 def _values(values: pa.Array, some: pa.Array, delta_type: Any) -> np.ndarray:
     """A bound per file as int64 (0 where a file holds no value) or as Python strings (None there)."""
     if delta_type in INTEGER_TYPES:
-        return pc.if_else(some, pc.fill_null(values, 0), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        out = int64_numpy(values)
+        out[~bool_numpy(some)] = 0
+        return out
     out = np.empty(len(values), dtype=object)
-    out[:] = pc.if_else(some, values, pa.scalar(None, values.type)).to_pylist()
+    out[:] = pc.if_else(some, values, pa.nulls(len(values), values.type)).to_pylist()
     return out
 
 
-def _parse_stats(stats: pa.Array, physical: str, delta_type: Any) -> pa.Table:
+def _parse_stats(stats: pa.Array, physical: str, delta_type: Any) -> dict[str, pa.Array]:
     """A file's ``numRecords``, and ``minValues`` / ``maxValues`` / ``nullCount`` of the ``by`` column,
-    parsed by Arrow's JSON reader (one line per file)."""
+    parsed by Arrow's JSON reader straight from the statistics' string buffer (one object per file)."""
     value = pa.int64() if delta_type in INTEGER_TYPES else pa.string()
     schema = pa.schema(
         [
@@ -201,17 +306,46 @@ def _parse_stats(stats: pa.Array, physical: str, delta_type: Any) -> pa.Table:
             ("nullCount", pa.struct([(physical, pa.int64())])),
         ]
     )
-    lines = pc.binary_join_element_wise(pc.fill_null(stats, "{}"), pa.scalar("\n"), "")
-    lines = pa.concat_arrays([lines.cast(pa.string())]) if isinstance(lines, pa.Array) else lines.combine_chunks()
-    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)[lines.offset : lines.offset + len(lines) + 1]
-    start, end = int(offsets[0]), int(offsets[-1])
-    data = lines.buffers()[2][start:end] if end > start else pa.py_buffer(b"")
+    data = _objects(stats)
     options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
-    block = max(1 << 20, min(end - start + 1, 1 << 30))
+    block = max(1 << 20, min(data.size + 1, 1 << 30))
     out = pj.read_json(pa.BufferReader(data), read_options=pj.ReadOptions(block_size=block), parse_options=options)
-    if out.num_rows != len(stats):  # a line break inside some file's statistics
+    if out.num_rows != len(stats):  # some file's statistics are not one JSON object
         raise _GiveUp
-    return out.combine_chunks()
+    return {name: _flat(out.column(name)) for name in out.column_names}
+
+
+def _flat(column: pa.ChunkedArray) -> pa.Array:
+    """A column as one array."""
+    if column.num_chunks == 1:
+        return column.chunk(0)
+    return pa.concat_arrays(column.chunks) if column.num_chunks else pa.nulls(0, column.type)
+
+
+def _objects(stats: pa.Array) -> pa.Buffer:
+    """The statistics of every file as one buffer of JSON objects one after the other (Arrow's reader parses
+    such a stream as one record per object). Each file's statistics must start with ``{`` and end with
+    ``}``: one object at least each, so that as many records as files means one each."""
+    if stats.null_count:
+        raise _GiveUp
+    if pa.types.is_large_string(stats.type):
+        offsets = np.frombuffer(stats.buffers()[1], dtype=np.int64)
+    elif pa.types.is_string(stats.type):
+        offsets = np.frombuffer(stats.buffers()[1], dtype=np.int32)
+    else:
+        raise _GiveUp
+    offsets = offsets[stats.offset : stats.offset + len(stats) + 1]
+    if not len(stats):
+        return pa.py_buffer(b"")
+    start, end = int(offsets[0]), int(offsets[-1])
+    chars = np.frombuffer(stats.buffers()[2], dtype=np.uint8)
+    if (
+        bool((offsets[1:] <= offsets[:-1]).any())
+        or bool((chars[offsets[:-1]] != _OPEN).any())
+        or bool((chars[offsets[1:] - 1] != _CLOSE).any())
+    ):
+        raise _GiveUp
+    return stats.buffers()[2][start:end]
 
 
 def _columns(parts: list[dict[str, Any]], delta_type: Any) -> RangeColumns:
@@ -231,7 +365,7 @@ def _columns(parts: list[dict[str, Any]], delta_type: Any) -> RangeColumns:
 def live_files(head: LogHead, paths: set[str]) -> dict[str, LiveFile]:
     """The live files of the given paths, in log order, read in one filtered pass over the log."""
     adds: dict[tuple[str, str | None], Add] = {}
-    wanted = pa.array(sorted(paths), pa.string())
+    wanted = string_array(sorted(paths))
     for batch in add_batches(head, _add_projection):
         mask = pc.fill_null(pc.is_in(pc.struct_field(batch.column("add"), "path"), value_set=wanted), False)
         if pc.any(mask).as_py():

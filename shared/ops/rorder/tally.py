@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,7 +71,8 @@ class Tally:
     run_nulls: int = 0  # files without a run tag
     runs: set[str] = field(default_factory=set)  # distinct run tags (kept up to two)
     dirs: set[str] = field(default_factory=set)  # distinct partition directories
-    listed: list[tuple[str, int]] | None = field(default_factory=list)  # (path, size) while a message holds them
+    # (path, size) while a message holds them (a value-range unit's are read when its message is built)
+    listed: Sequence[tuple[str, int]] | None = field(default_factory=list)
     listed_chars: int = 0
     budget: int | None = MAX_MESSAGE_JSON  # JSON characters of listed files a message holds (None: list all)
 
@@ -81,8 +83,10 @@ class Tally:
         self.listed_chars += sum(len(p) + FILE_JSON_OVERHEAD for p, _ in files)
         if self.budget is not None and self.listed_chars > self.budget:
             self.listed = None
-        else:
+        elif isinstance(self.listed, list):
             self.listed.extend(files)
+        else:
+            self.listed = [*self.listed, *files]
 
     def merge(self, other: Tally) -> None:
         """Add another tally of the same unit (a value the log spells two ways).

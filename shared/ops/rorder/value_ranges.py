@@ -25,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
 from collections.abc import Callable, Iterable, Sequence
@@ -207,59 +208,62 @@ def plan_units(
     if n == 0:
         return []
     run = np.full(n, -1, dtype=np.int64) if run is None else run
-    lo_rank, true_lo, hi_rank, values = _ranks(bounds)
-    order = np.lexsort((hi_rank, lo_rank))
-    lo_s, hi_s = lo_rank[order], hi_rank[order]
+    keys = _keys(bounds)
+    order = np.lexsort((keys.hi, keys.lo))
+    lo_s, hi_s = keys.lo[order], keys.hi[order]
     reach = np.maximum.accumulate(hi_s)
     starts = np.flatnonzero(np.concatenate(([True], lo_s[1:] > reach[:-1])))
-    ends = np.append(starts[1:], n)
-    size = bounds.size[order]
-    comp_bytes = np.add.reduceat(size, starts)
+    comp_bytes = np.add.reduceat(bounds.size[order], starts)
     run_s = run[order]
-    one = np.minimum.reduceat(run_s, starts) == np.maximum.reduceat(run_s, starts)
-    comp_run = np.where(one, np.minimum.reduceat(run_s, starts), -1).tolist()  # the run of a settled component
-    units: list[tuple[int, int]] = []  # component index ranges [first, last]
-    cur_first, cur_bytes, cur_run = 0, int(comp_bytes[0]), comp_run[0]
-    for c in range(1, len(starts)):
-        b, r = int(comp_bytes[c]), comp_run[c]
-        if _joins(cur_bytes, cur_run, b, r, target):
-            cur_bytes += b
-            cur_run = cur_run if cur_run == r else -1
-        else:
-            units.append((cur_first, c - 1))
-            cur_first, cur_bytes, cur_run = c, b, r
-    units.append((cur_first, len(starts) - 1))
+    comp_low = np.minimum.reduceat(run_s, starts)
+    comp_run = np.where(comp_low == np.maximum.reduceat(run_s, starts), comp_low, -1)  # a settled component's run
+    first = starts[_unit_starts(comp_bytes, comp_run, target)]  # each unit's first file in ``order``
+    # Per unit, from its files in value order: highest value, lowest own value, whether it holds nulls.
+    high = np.maximum.reduceat(hi_s, first)
+    own_lo = keys.own_lo[order]
+    low = np.minimum.reduceat(np.where(own_lo != keys.none, own_lo, _NO_LOW), first)
+    nulls = np.maximum.reduceat(bounds.nulls[order] > 0, first)
+    over = (np.add.reduceat(bounds.size[order], first) > 2 * target).tolist()  # units that may be cut
+    ends = np.append(first[1:], n).tolist()
     out = []
-    for first, last in units:
-        ix = order[starts[first] : ends[last]]
-        hi = int(hi_rank[ix].max())
-        lows = true_lo[ix][true_lo[ix] >= 0]
-        nulls = bool((bounds.nulls[ix] > 0).any())
-        low = _item(values[int(lows.min())]) if len(lows) else None
-        cut = _cut(ix, bounds, run, true_lo, values, target)
+    for u, (a, b) in enumerate(zip(first.tolist(), ends, strict=True)):
+        ix = order[a:b]
+        lo = keys.value(low[u]) if low[u] != _NO_LOW else None
+        hi = keys.value(high[u]) if high[u] != keys.none else None
+        cut = _cut(ix, run, keys) if over[u] else None
         ix, cuts = cut if cut is not None else (ix, [])
-        out.append((ValueRange(column, low, _item(values[hi]) if hi >= 0 else None, nulls, tuple(cuts)), np.sort(ix)))
+        out.append((ValueRange(column, lo, hi, bool(nulls[u]), tuple(cuts)), np.sort(ix)))
     return out
 
 
-def _cut(
-    ix: np.ndarray,
-    bounds: FileBounds,
-    run: np.ndarray,
-    true_lo: np.ndarray,
-    values: np.ndarray,
-    target: int,
-) -> tuple[np.ndarray, list[Any]] | None:
+def _unit_starts(comp_bytes: np.ndarray, comp_run: np.ndarray, target: int) -> np.ndarray:
+    """The first component of each unit: components join greedily in value order while the unit stays within
+    ``target`` bytes (a component larger than that is a unit alone) and while two settled parts of different
+    rewrites are both small (:func:`_joins`). One step per unit: a bisection of the running byte sums, and
+    a look at the first component whose run differs from the unit's first."""
+    total = np.concatenate(([0], np.cumsum(comp_bytes))).tolist()
+    runs = comp_run.tolist()
+    changes = (np.flatnonzero(comp_run[1:] != comp_run[:-1]) + 1).tolist()  # components whose run differs
+    m, c, firsts = len(runs), 0, []
+    while c < m:
+        firsts.append(c)
+        last = max(c, bisect.bisect_right(total, total[c] + target) - 2)  # bytes alone allow up to here
+        j = changes[bisect.bisect_right(changes, c)] if runs[c] >= 0 and changes and changes[-1] > c else m
+        if j <= last and not _joins(total[j] - total[c], runs[c], total[j + 1] - total[j], runs[j], target):
+            last = j - 1
+        c = last + 1
+    return np.array(firsts, dtype=np.int64)
+
+
+def _cut(ix: np.ndarray, run: np.ndarray, keys: _Keys) -> tuple[np.ndarray, list[Any]] | None:
     """A unit over twice the target whose fresh files span several settled files is rewritten as a cut
     unit: only its fresh files, cut at the settled files' lower bounds, so that the next plan finds each
     piece inside one settled file's range (None: the unit is rewritten whole)."""
-    if int(bounds.size[ix].sum()) <= 2 * target:
-        return None
     fresh = ix[run[ix] < 0]
-    settled = ix[(run[ix] >= 0) & (true_lo[ix] >= 0)]
+    settled = ix[(run[ix] >= 0) & (keys.own_lo[ix] != keys.none)]
     if not len(fresh) or len(settled) < 2:
         return None
-    cuts = sorted({_item(values[int(r)]) for r in true_lo[settled]})[1:]
+    cuts = sorted({keys.value(k) for k in keys.own_lo[settled]})[1:]
     return (fresh, cuts) if cuts else None
 
 
@@ -286,23 +290,45 @@ def _joins(cur_bytes: int, cur_run: int, b: int, r: int, target: int) -> bool:
     return True
 
 
-def _ranks(bounds: FileBounds) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Each file's low (for ordering, then its own) and high as ranks among every bound (-1: none); a
-    file holding nulls orders at -1 (nulls sort first), a file of nulls only has high -1."""
+_NO_LOW = np.iinfo(np.int64).max  # a unit without an own lowest value (it holds nulls only)
+
+
+@dataclass
+class _Keys:
+    """Each file's ``by`` bounds as int64 keys that order as the values do: ``lo`` (for ordering: ``none``
+    for a file holding nulls, which sort first), ``own_lo`` (its own lowest value) and ``hi`` (``none`` for a
+    file of nulls only). Integer bounds are their own keys; other values are ranks into ``values``."""
+
+    lo: np.ndarray
+    own_lo: np.ndarray
+    hi: np.ndarray
+    none: int
+    values: np.ndarray | None  # the sorted distinct values ranks index (None: keys are the values)
+
+    def value(self, key: Any) -> Any:
+        """The value of a key (numpy integers become ``int``)."""
+        return int(key) if self.values is None else _item(self.values[int(key)])
+
+
+def _keys(bounds: FileBounds) -> _Keys:
+    """The keys of every file's bounds (:class:`_Keys`): integers as they are, unless a bound is the
+    smallest int64 (the key that stands for none); other values by rank among every bound."""
     lo, hi = bounds.low, bounds.high
     present = bounds.present if bounds.present is not None else np.array([v is not None for v in lo], dtype=bool)
     lo, hi = lo[present], hi[present]
     if lo.dtype == object and all(isinstance(v, int) for v in lo) and all(isinstance(v, int) for v in hi):
-        lo, hi = lo.astype(np.int64), hi.astype(np.int64)  # integers: ranked in C, not by Python comparisons
-    values = _distinct(np.concatenate([lo, hi])) if present.any() else np.array([], dtype=object)
-    lo_rank = np.full(len(present), -1, dtype=np.int64)
-    hi_rank = np.full(len(present), -1, dtype=np.int64)
-    if present.any():
-        lo_rank[present] = np.searchsorted(values, lo)
-        hi_rank[present] = np.searchsorted(values, hi)
-    true_lo = lo_rank.copy()
-    lo_rank[bounds.nulls > 0] = -1
-    return lo_rank, true_lo, hi_rank, values
+        lo, hi = lo.astype(np.int64), hi.astype(np.int64)  # integers: compared in C, not by Python
+    values: np.ndarray | None = None
+    none = np.iinfo(np.int64).min
+    if lo.dtype != np.int64 or (len(lo) and min(int(lo.min()), int(hi.min())) == none):
+        values = _distinct(np.concatenate([lo, hi])) if present.any() else np.array([], dtype=object)
+        lo, hi, none = np.searchsorted(values, lo), np.searchsorted(values, hi), -1
+    own_lo = np.full(len(present), none, dtype=np.int64)
+    hi_key = np.full(len(present), none, dtype=np.int64)
+    own_lo[present], hi_key[present] = lo, hi
+    lo_key = own_lo.copy()
+    lo_key[bounds.nulls > 0] = none
+    return _Keys(lo_key, own_lo, hi_key, int(none), values)
 
 
 # ------------------------------------------------------------------------------- statistics of files

@@ -122,3 +122,44 @@ def test_files_without_statistics_plan_from_every_file(tmp_path: Path) -> None:
     _cluster_by_node_id(path)  # a clustered table reads the footer of a file without statistics
     plan = _same_as_every_file(path, streamed=False, by="node_id", target_file_size=6_000)
     assert len(plan.units) > 1
+
+
+def test_statistics_that_are_not_one_object_each_plan_from_every_file(tmp_path: Path) -> None:
+    """The scan parses every file's statistics as one stream of JSON objects; a file whose statistics do not
+    start with ``{`` (valid JSON all the same) makes it hand over to planning from every file."""
+    path = str(tmp_path / "t")
+    _sensor(path, 3)
+    DeltaTable(path).create_checkpoint()
+    _sensor(path, 1, first=3)
+    _cluster_by_node_id(path)
+    log = Path(path) / "_delta_log"
+    last = max(log.glob("*.json"))
+    first = next(json.loads(x)["add"] for x in (log / f"{3:020d}.json").read_text().splitlines() if '"add"' in x)
+    copy = dict(first, path="copy-" + first["path"], stats=" " + first["stats"])
+    (Path(path) / copy["path"]).write_bytes((Path(path) / first["path"]).read_bytes())
+    (log / f"{int(last.stem) + 1:020d}.json").write_text(json.dumps({"add": copy}) + "\n")
+    plan = _same_as_every_file(path, streamed=False, by="node_id", target_file_size=6_000)
+    assert len(plan.units) > 1
+    assert sum(u.tally.files for u in plan.units) == len(DeltaTable(path).file_uris())
+
+
+def test_range_planning_never_imports_pandas(tmp_path: Path) -> None:
+    """Planning a clustered table (checkpoint and commits after it) loads no pandas: pyarrow imports it for
+    any Python value handed to a compute function or an array conversion."""
+    import subprocess
+    import sys
+
+    path = str(tmp_path / "t")
+    _sensor(path, 3, **{"delta.enableDeletionVectors": "true"})
+    rorder(path, by="node_id", target_file_size=6_000, max_workers=1)
+    DeltaTable(path).create_checkpoint()
+    _sensor(path, 2, first=3)
+    _cluster_by_node_id(path)
+    script = (
+        "import sys; from deltaextras.ops.rorder.plan import plan_units; "
+        "p = plan_units(sys.argv[1], by='node_id', target_file_size=6_000); "
+        "assert p.units[0].value_range is not None and p.to_rewrite(); "
+        "[tuple(u.listed() or ()) for u in p.units]; print('pandas' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", script, path], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
