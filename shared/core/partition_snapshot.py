@@ -412,10 +412,37 @@ def _batches(
         raise CorruptDataError(f"checkpoint part {key} of {storage.uri} is missing; the table is damaged") from None
     except (pa.ArrowInvalid, OSError) as exc:
         raise CorruptDataError(f"checkpoint part {key} of {storage.uri} is not readable: {str(exc)[:200]}") from None
-    cols = columns(pf.schema_arrow)
+    cols = [c for c in columns(pf.schema_arrow) if not _all_null(pf.metadata, c)]
     if not cols:
         return
     yield from pf.iter_batches(columns=cols, batch_size=batch_rows)
+
+
+def _all_null(md: pq.FileMetaData, column: str) -> bool:
+    """Whether the Parquet statistics show every leaf under ``column`` (``add.tags``, ``txn``) null in every
+    row group: the column holds nothing, and decoding a million nulls is skipped.
+
+    Example:
+        >>> import io, pyarrow as pa
+        >>> buf = io.BytesIO()
+        >>> add = pa.struct([("path", pa.string()), ("tags", pa.map_(pa.string(), pa.string()))])
+        >>> pq.write_table(pa.table({"txn": pa.array([None, None], pa.struct([("v", pa.int64())])),
+        ...                          "add": pa.array([{"path": "a", "tags": None}, None], add)}), buf)
+        >>> md = pq.ParquetFile(buf).metadata
+        >>> _all_null(md, "txn"), _all_null(md, "add"), _all_null(md, "add.tags")
+        (True, False, True)
+    """
+    leaves = [j for j in range(md.num_columns) if (md.schema.column(j).path + ".").startswith(column + ".")]
+    if not leaves or not md.num_row_groups:
+        return False
+    for i in range(md.num_row_groups):
+        rg = md.row_group(i)
+        for j in leaves:
+            chunk = rg.column(j)
+            st = chunk.statistics
+            if st is None or not st.has_null_count or st.null_count != chunk.num_values:
+                return False
+    return True
 
 
 def _add_projection(schema: pa.Schema) -> list[str]:
