@@ -37,7 +37,6 @@ from ...core.actions import Action, Cdc, CommitInfo, add_of, now_ms
 from ...core.cleanup import delete_orphans
 from ...core.commit_result import CommitOutcome, CommitResult
 from ...core.conflicts import IsolationLevel, ReadSet
-from ...core.group_commit import commit_staged
 from ...core.partition_snapshot import PartitionSnapshot
 from ...core.snapshot import LiveFile, TableSnapshot
 from ...core.storage import TableStorage
@@ -267,6 +266,9 @@ def _commit(
             hooks["after_rewrite"](outputs)
         outcome = None
         if group:
+            # imported here: a run that commits each unit alone (every rorder() call) never loads group commit
+            from ...core.group_commit import commit_staged
+
             if txn.before_put is not None:
                 txn.before_put(txn.checked_to + 1)
             outcome = commit_staged(txn, carrier.actions(actions), after_publish=after_publish)
