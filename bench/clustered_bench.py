@@ -60,15 +60,29 @@ SORT_BY = "utc_time"
 CONTENDER = str(Path(__file__).resolve().parent / "_run_contender.py")
 
 
+def _source_stats(partitioned: Path) -> dict[str, str]:
+    """The statistics the workload's log holds for each data file, by file name."""
+    out: dict[str, str] = {}
+    for commit in sorted((partitioned / "_delta_log").glob("*.json")):
+        for line in commit.read_text().splitlines():
+            add = json.loads(line).get("add") if line.strip() else None
+            if add and add.get("stats"):
+                out[add["path"].rsplit("/", 1)[-1]] = add["stats"]
+    return out
+
+
 def clustered_copy(partitioned: Path, into: Path) -> Path:
     """The workload's partition as an unpartitioned table clustered by node_id: the same data files
-    (hard links), one commit with the clustering protocol and domain metadata."""
+    (hard links) and statistics (taken from the workload's log; a file's own when the log has none), one
+    commit with the clustering protocol and domain metadata."""
     if into.exists():
         shutil.rmtree(into)
     into.mkdir(parents=True)
+    known = _source_stats(partitioned)
     adds = []
     for f in sorted((partitioned / f"{_workload.PARTITION_COLUMN}={_workload.PARTITION_VALUE}").glob("*.parquet")):
         (into / f.name).hardlink_to(f)
+        stats = known.get(f.name) or json.dumps(_workload._stats(f), separators=(",", ":"))
         adds.append(
             {
                 "add": {
@@ -77,7 +91,7 @@ def clustered_copy(partitioned: Path, into: Path) -> Path:
                     "size": f.stat().st_size,
                     "modificationTime": int(time.time() * 1000),
                     "dataChange": True,
-                    "stats": json.dumps(_workload._stats(f), separators=(",", ":")),
+                    "stats": stats,
                 }
             }
         )
