@@ -376,6 +376,12 @@ def run_rewrite(args: argparse.Namespace, out: dict[str, Any]) -> None:
         wall, ours = wall_rounds(args, source, tmp)
         out["rewrite"] = {"workload": workload.name, "rows": workload.rows, **wall}
         print(json.dumps({k: v for k, v in wall.items() if k != "per_round"}), flush=True)
+        x = wall["clustered_x_floor"]
+        print(
+            f"  target: clustered rorder wall {x:.2f}x the copy floor <= 1.0: {'met' if x <= 1.0 else 'NOT met'} "
+            f"(partitioned rorder {wall['partitioned_x_floor']:.2f}x in the same rounds)",
+            flush=True,
+        )
         if args.skip_point:
             return
         layouts = {"ours": ours}
