@@ -340,13 +340,13 @@ def print_point(rows: list[dict[str, Any]], local: dict[str, Any]) -> None:
         xs = "" if r["x_spark_optimize"] is None else f"{r['x_spark_optimize']:.4f}"
         print(
             f"{r['emulator']:<8} {r['reader']:<9} {r['layout']:<15} {r['data_bytes']:>11,} {r['footer_bytes']:>9,} "
-            f"{r['chunk_bytes']:>11,} {r['log_bytes']:>9,} {r['x_own']:>7.2f} {xs:>10}"
+            f"{r['chunk_bytes']:>11,} {r['log_bytes']:>9,} {r['x_own']:>7.3f} {xs:>10}"
         )
     print(f"local cross-check (footers on disk): {json.dumps(local)}")
     for r in rows:
         if r["layout"] != "ours":
             continue
-        verdict = f"{r['x_own']:.2f}x own <= 1.5: {'met' if r['x_own'] <= 1.5 else 'NOT met'}"
+        verdict = f"{r['x_own']:.3f}x own <= 1.5: {'met' if r['x_own'] <= 1.5 else 'NOT met'}"
         if r["x_spark_optimize"] is not None:
             ok = r["x_spark_optimize"] <= 0.2
             verdict += f"; {r['x_spark_optimize']:.4f}x OPTIMIZE <= 0.2: {'met' if ok else 'NOT met'}"
