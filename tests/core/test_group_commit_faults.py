@@ -2,9 +2,9 @@
 killing a worker process: a publish answered 503 after it landed, a worker (the would-be committer)
 killed between staging and publishing, a staged commit delivered again after it was published. In each
 case every unit is committed exactly once, the content is unchanged through delta-rs, Sail (reading the
-emulator) and Spark with Delta on the JVM (reading an exact local copy of the table: it has no
-connector for the emulators here), every file the log references exists and no file is left that no
-log entry names."""
+emulator) and Spark with Delta on the JVM (reading moto S3 through S3A; on Azurite, which none of its
+connectors reach here, an exact local copy of the table), every file the log references exists and no
+file is left that no log entry names."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from delta_spark import read_arrow, s3a_uri
 from deltalake import DeltaTable, write_deltalake
 from faultproxy import FaultProxy, Rule, through
 from oracle import normalized, rows_checksum
@@ -109,19 +110,25 @@ def _judge(uri: str, direct: dict[str, str], before: tuple[int, str], units: int
     storage = TableStorage(uri, direct)
     assert [k for k, _ in storage.list(STAGED_DIR)] == [], "staged commits left"
     assert sail_content(request.getfixturevalue("spark_cloud"), uri) == before
-    assert spark_content(request.getfixturevalue("delta_spark"), storage, request) == before
+    assert spark_content(request.getfixturevalue("delta_spark"), name, uri, direct, request) == before
 
 
-def spark_content(spark: Any, storage: TableStorage, request: Any) -> tuple[int, str]:
-    """The content as Spark with Delta on the JVM reads it. Spark has no connector for these emulators
-    here (no ``hadoop-aws`` jars for ``s3a``, no ADLS endpoint on Azurite for ``abfs``), so it reads an
-    exact copy of every object of the table (log, data, checkpoints) on local disk."""
-    local = request.getfixturevalue("tmp_path") / "spark-copy"
-    for key, _size in storage.list(""):
-        target = local / key
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(storage.read(key))
-    return rows_checksum(normalized(spark.read.format("delta").load(str(local)).toArrow(), COLUMNS))
+def spark_content(spark: Any, name: str, uri: str, direct: dict[str, str], request: Any) -> tuple[int, str]:
+    """The content as Spark with Delta on the JVM reads it: on moto S3 the table itself, through S3A.
+    Azurite is out of reach of Spark's connectors here (``abfs`` needs the ADLS Gen2 endpoint Azurite
+    lacks, ``wasb`` the emulator's fixed ports), so there Spark reads an exact copy of every object of
+    the table (log, data, checkpoints) on local disk."""
+    if name == "s3":
+        location = s3a_uri(spark, uri, direct)
+    else:
+        local = request.getfixturevalue("tmp_path") / "spark-copy"
+        storage = TableStorage(uri, direct)
+        for key, _size in storage.list(""):
+            target = local / key
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(storage.read(key))
+        location = str(local)
+    return rows_checksum(normalized(read_arrow(spark, location), COLUMNS))
 
 
 def test_a_publish_answered_503_after_it_landed(

@@ -1,14 +1,21 @@
 """Apache Spark with Delta Lake (the protocol's reference implementation) for the tests.
 
 ``pyspark`` (PyPI, pinned in pyproject's ``test`` extra) carries Spark's own jars and runs on the
-machine's Java 17; the Delta Lake jars come from Maven Central through ``mvn``: ``.ci/run`` runs
-``mvn dependency:copy-dependencies`` on ``tests/spark/pom.xml`` into :func:`jar_cache_dir` and the
-session gets the files with ``spark.jars``. Nothing is downloaded at test time (no Ivy).
+machine's Java 17; the Delta Lake jars and S3A (``hadoop-aws`` with the AWS SDK v2 modules it loads)
+come from Maven Central through ``mvn``: ``.ci/run`` runs ``mvn dependency:copy-dependencies`` on
+``tests/spark/pom.xml`` into :func:`jar_cache_dir` and the session gets the files with ``spark.jars``.
+Nothing is downloaded at test time (no Ivy).
 
 :func:`start_session` starts one classic (JVM) ``SparkSession``: ``local[2]``, Delta's SQL extension
 and catalog, two shuffle and snapshot partitions, no UI, UTC session time zone. When Spark or the
 jars are missing, :func:`unavailable` says why; the fixture skips with that reason, or fails when
 ``DELTAEXTRAS_REQUIRE_SPARK=1`` (set by ``.ci/run``, so CI never silently loses the oracle).
+
+Tables on moto S3 are read directly: :func:`s3a_uri` points S3A's settings for the table's bucket at
+the endpoint and credentials of deltalake-style storage options (the session is shared by every test
+of the run, so the settings are per bucket, in the session's Hadoop configuration) and gives the
+``s3a://`` URI to load. Azurite stays out of reach: hadoop-azure's ``abfs`` needs the ADLS Gen2
+(``dfs``) endpoint, which Azurite lacks, and ``wasb`` reaches the emulator only on its fixed ports.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import hashlib
 import os
 import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -119,3 +127,47 @@ def read_arrow(spark: Any, uri: str, columns: list[str] | None = None) -> pa.Tab
     if columns is not None:
         df = df.select(*columns)
     return df.toArrow()
+
+
+def s3a_uri(spark: Any, uri: str, storage_options: Mapping[str, str]) -> str:
+    """The ``s3a://`` URI under which ``spark`` reads the table at ``uri`` (``s3://bucket/path``) on the
+    S3-compatible endpoint of ``storage_options`` (deltalake's keys: ``AWS_ENDPOINT_URL``,
+    ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``; any case).
+
+    S3A's settings for the bucket (``fs.s3a.bucket.<bucket>.*``) go into the session's Hadoop
+    configuration: the endpoint with path-style requests (plain HTTP when the endpoint says so), those
+    static credentials and the region. Reads take the classic input stream, which keeps no objects
+    between reads (the default analytics stream caches them per file system, and the session's file
+    systems live as long as the run). Spark caches one file system per bucket: when the bucket was
+    pointed at another endpoint before, that file system is closed, so the next read opens one with
+    these settings."""
+    scheme, sep, rest = uri.partition("://")
+    bucket, _, path = rest.partition("/")
+    if not sep or scheme.lower() not in ("s3", "s3a") or not bucket:
+        raise ValueError(f"not an s3:// table URI: {uri!r}")
+    if not any(p.name.startswith("hadoop-aws-") for p in jars()):
+        raise RuntimeError(f"no hadoop-aws jar in {jar_cache_dir()}: fetch tests/spark/pom.xml's jars again")
+    options = {key.lower(): value for key, value in storage_options.items()}
+    endpoint = options.get("aws_endpoint_url") or options.get("endpoint_url") or options.get("aws_endpoint")
+    if not endpoint:
+        raise ValueError("storage_options name no endpoint (AWS_ENDPOINT_URL)")
+    settings = {
+        "endpoint": endpoint,
+        "endpoint.region": options.get("aws_region") or options.get("region") or "us-east-1",
+        "path.style.access": "true",
+        "connection.ssl.enabled": str(endpoint.lower().startswith("https://")).lower(),
+        "aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+        "access.key": options.get("aws_access_key_id") or options.get("access_key_id") or "",
+        "secret.key": options.get("aws_secret_access_key") or options.get("secret_access_key") or "",
+        "input.stream.type": "classic",
+    }
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    prefix = f"fs.s3a.bucket.{bucket}."
+    before = hadoop.get(prefix + "endpoint")
+    for key, value in settings.items():
+        hadoop.set(prefix + key, value)
+    target = f"s3a://{bucket}/{path}".rstrip("/")
+    if before is not None and before != endpoint:
+        jvm = spark.sparkContext._jvm
+        jvm.org.apache.hadoop.fs.FileSystem.get(jvm.java.net.URI(f"s3a://{bucket}/"), hadoop).close()
+    return target
