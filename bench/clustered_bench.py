@@ -71,17 +71,20 @@ def _source_stats(partitioned: Path) -> dict[str, str]:
     return out
 
 
-def clustered_copy(partitioned: Path, into: Path) -> Path:
+def clustered_copy(partitioned: Path, into: Path, *, link: bool = True) -> Path:
     """The workload's partition as an unpartitioned table clustered by node_id: the same data files
-    (hard links) and statistics (taken from the workload's log; a file's own when the log has none), one
-    commit with the clustering protocol and domain metadata."""
+    (hard links; copies when not ``link``) and statistics (taken from the workload's log; a file's own
+    when the log has none), one commit with the clustering protocol and domain metadata."""
     if into.exists():
         shutil.rmtree(into)
     into.mkdir(parents=True)
     known = _source_stats(partitioned)
     adds = []
     for f in sorted((partitioned / f"{_workload.PARTITION_COLUMN}={_workload.PARTITION_VALUE}").glob("*.parquet")):
-        (into / f.name).hardlink_to(f)
+        if link:
+            (into / f.name).hardlink_to(f)
+        else:
+            shutil.copyfile(f, into / f.name)
         stats = known.get(f.name) or json.dumps(_workload._stats(f), separators=(",", ":"))
         adds.append(
             {

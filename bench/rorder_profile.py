@@ -32,11 +32,12 @@ MB = 1 << 20
 
 
 def _copy(source: Path, into: Path, clustered: bool) -> Path:
-    """A copy of the workload table: as it is, or as the clustered bench's table clustered by node_id."""
+    """A copy of the workload table: as it is, or as the clustered bench's table clustered by node_id
+    (its files copied too, not linked: both rewrites read files just written)."""
     if clustered:
         import clustered_bench
 
-        return clustered_bench.clustered_copy(source, into)
+        return clustered_bench.clustered_copy(source, into, link=False)
     shutil.copytree(source, into)
     return into
 
