@@ -426,38 +426,44 @@ def build_plan_table(root: Path, files: int) -> Path:
     return table
 
 
+PLAN_THEIRS = (
+    "import sys, deltalake; dt = deltalake.DeltaTable(sys.argv[1]); print(dt.get_add_actions(flatten=True).num_rows)"
+)
+PLAN_OURS = (
+    "import sys; from deltaextras.ops.rorder.plan import plan_units; "
+    "p = plan_units(sys.argv[1], by='node_id'); print(len(p.units))"
+)
+
+
 def run_plan(args: argparse.Namespace, out: dict[str, Any]) -> None:
+    """Per table size, ``--plan-repeat`` paired rounds (the order alternating): deltalake's snapshot load
+    with its add actions against ``plan_units``, each in its own process; medians of the per-round ratios."""
     rows = []
     for n in args.plan_files:
         table = build_plan_table(WORK, n)
-        theirs = _measure.run_measured(
-            [
-                sys.executable,
-                "-c",
-                "import sys, deltalake; dt = deltalake.DeltaTable(sys.argv[1]); "
-                "print(dt.get_add_actions(flatten=True).num_rows)",
-                str(table),
-            ]
-        )
-        ours = _measure.run_measured(
-            [
-                sys.executable,
-                "-c",
-                "import sys; from deltaextras.ops.rorder.plan import plan_units; "
-                "p = plan_units(sys.argv[1], by='node_id'); print(len(p.units))",
-                str(table),
-            ]
-        )
+        rounds = []
+        for r in range(args.plan_repeat):
+            pair: dict[str, Any] = {}
+            for name in ("theirs", "ours") if r % 2 == 0 else ("ours", "theirs"):
+                script = PLAN_THEIRS if name == "theirs" else PLAN_OURS
+                pair[name] = _measure.run_measured([sys.executable, "-c", script, str(table)])
+            rounds.append(pair)
+        theirs_s = [p["theirs"].wall_s for p in rounds]
+        ours_s = [p["ours"].wall_s for p in rounds]
         rows.append(
             {
                 "files": n,
-                "deltalake_s": round(theirs.wall_s, 2),
-                "deltalake_rss_mb": round(theirs.peak_rss_bytes / 2**20),
-                "plan_s": round(ours.wall_s, 2),
-                "plan_rss_mb": round(ours.peak_rss_bytes / 2**20),
-                "time_ratio": round(ours.wall_s / theirs.wall_s, 2),
-                "rss_ratio": round(ours.peak_rss_bytes / theirs.peak_rss_bytes, 2),
-                "units": ours.stdout_tail.strip(),
+                "rounds": len(rounds),
+                "deltalake_s": round(statistics.median(theirs_s), 2),
+                "deltalake_rss_mb": round(max(p["theirs"].peak_rss_bytes for p in rounds) / 2**20),
+                "plan_s": round(statistics.median(ours_s), 2),
+                "plan_rss_mb": round(max(p["ours"].peak_rss_bytes for p in rounds) / 2**20),
+                "time_ratio": round(statistics.median(o / t for o, t in zip(ours_s, theirs_s, strict=True)), 2),
+                "time_ratios": [round(o / t, 2) for o, t in zip(ours_s, theirs_s, strict=True)],
+                "rss_ratio": round(
+                    statistics.median(p["ours"].peak_rss_bytes / p["theirs"].peak_rss_bytes for p in rounds), 2
+                ),
+                "units": rounds[-1]["ours"].stdout_tail.strip(),
             }
         )
         print(json.dumps(rows[-1]), flush=True)
@@ -471,6 +477,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--plan-files", type=int, nargs="*", default=[], metavar="N")
     p.add_argument("--skip-rewrite", action="store_true")
+    p.add_argument("--plan-repeat", type=int, default=5, help="paired rounds of each planning size (default 5)")
     p.add_argument("--repeat", type=int, default=6, help="paired rounds of the wall comparison (default 6)")
     p.add_argument("--workers", type=int, default=1, help="rorder's max_workers (default 1: one unit)")
     p.add_argument("--skip-point", action="store_true", help="no point query (the wall rounds only)")
