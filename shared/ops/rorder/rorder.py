@@ -721,16 +721,22 @@ def _skipped_report(plan: TablePlan, progress: Callable[[PartitionReport], None]
 
 def _unit_snapshots(plan: TablePlan) -> Callable[[dict[str, Any]], TableSnapshot | None]:
     """For each message of the plan, the snapshot of its unit, built on first use from the files the plan
-    read (so no worker reads the log again); the plan then lets go of them."""
-    units: dict[tuple[Any, Any], Unit] = {(u.partition_name, u.partition_value): u for u in plan.to_rewrite()}
+    read (so no worker reads the log again, a value-range unit's neither); the plan then lets go of them."""
+    units: dict[tuple[Any, ...], Unit] = {_unit_id(u.message_fields()): u for u in plan.to_rewrite()}
 
     def snapshot_of(message: dict[str, Any]) -> TableSnapshot | None:
-        if message.get("range") is not None:  # a value-range unit reads the table at the planned version
-            return None
-        unit = units.pop((message.get("partition_name"), message.get("partition_value")), None)
+        unit = units.pop(_unit_id(message), None)
         return None if unit is None else plan.unit_snapshot(unit)
 
     return snapshot_of
+
+
+def _unit_id(fields: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What tells one unit of a plan from another in its message: partition name and value, value range."""
+    value_range = fields.get("value_range") or fields.get("range")
+    if isinstance(value_range, ValueRange):
+        value_range = value_range.to_json()
+    return (fields.get("partition_name"), fields.get("partition_value"), json.dumps(value_range, sort_keys=True))
 
 
 def _plan_storage_options(dt_or_uri: Any, storage_options: dict[str, str] | None) -> dict[str, str] | None:
