@@ -249,7 +249,8 @@ def in_layout(snapshot: LogHead | TableSnapshot, files: list[LiveFile], by: str,
     if all(f.tags.get(LAYOUT_TAG) == signature for f in files) and len(runs) == 1 and None not in runs:
         extra = f" ({deleted} deleted rows under the {options.max_deleted_rows_ratio:.0%} threshold)" if deleted else ""
         return f"already in layout: {len(files)} file(s) from one rewrite{extra}"
-    groups = {partition_values_key(f.add.partition_values, snapshot.schema.partition_types()) for f in files}
+    types = snapshot.schema.partition_types()
+    groups = {partition_values_key(f.add.partition_values, types) for f in files}
     if len(files) == len(groups) and not deleted and not options.sort_by and not options.unique_by:
         # One untagged file per partition directory: in layout if its row groups say so.
         physical = snapshot.schema.physical(by)
@@ -456,7 +457,8 @@ def _streamed_range_units(
     for i, ((vr, ix), verdict) in enumerate(zip(ranges, verdicts, strict=True)):
         key = RangeKey(None, None, vr, i)
         if read[i]:
-            units.append(_range_unit(head, scheme.by, options, key, held[i], budget))
+            rewrite = verdict is None and options.layout != "tiered"  # decided already: only its files were wanted
+            units.append(_range_unit(head, scheme.by, options, key, held[i], budget, rewrite=rewrite))
             continue
         t = _range_tally(sums, i, budget)
         if verdict is None:
@@ -506,9 +508,17 @@ def _range_verdict(sums: UnitSums, i: int, options: RorderOptions) -> Any:
 
 
 def _range_unit(
-    head: LogHead, by: str, options: RorderOptions, key: RangeKey, files: list[LiveFile], budget: int | None
+    head: LogHead,
+    by: str,
+    options: RorderOptions,
+    key: RangeKey,
+    files: list[LiveFile],
+    budget: int | None,
+    *,
+    rewrite: bool = False,
 ) -> Unit:
-    """One value-range unit, decided from its files as a partition whose files were read is."""
+    """One value-range unit, decided from its files as a partition whose files were read is (``rewrite``:
+    its compact columns decided it needs a rewrite already)."""
     tally = Tally(budget=budget)
     tally.files, tally.bytes = len(files), sum(f.size for f in files)
     tally.records = sum(f.num_records or 0 for f in files)
@@ -517,7 +527,7 @@ def _range_unit(
     if options.layout == "tiered":
         sel = select_files(files, head.schema, by, options)
         return Unit(key, tally, "rewrite" if sel.files else "skip", sel.reason(), sel, files)
-    why = in_layout(head, files, by, options)
+    why = None if rewrite else in_layout(head, files, by, options)
     return Unit(key, tally, "skip" if why else "rewrite", why or f"{len(files)} file(s)", None, files)
 
 
