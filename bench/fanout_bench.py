@@ -41,6 +41,9 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO / "tests" / "support"))
 
 
+BUILD_TIMEOUT = 600  # seconds a table build may take
+
+
 def build_table(uri: str, options: dict[str, str], units: int) -> None:
     """``units`` partitions of two files each (three rows per file, ``k`` out of order)."""
     import pyarrow as pa
@@ -106,6 +109,24 @@ def run(uri: str, options: dict[str, str], mode: str, progress: bool = False) ->
         "commit_seconds": round(max(ends) - released[0], 2) if released else None,
         "versions_added": after - before,
     }
+
+
+def build_isolated(root: str, options: dict[str, str], mode: str, units: int) -> str:
+    """A fresh table of ``units`` partitions, built by a child process (the bench's own deltalake client
+    never meets an emulator still busy with a stopped child's requests); a build that fails or hangs is
+    tried once more under a new name. Returns the table's URI."""
+    import subprocess
+
+    for attempt in range(2):
+        uri = f"{root}/{mode}-{units}-{uuid.uuid4().hex[:6]}"
+        cmd = [sys.executable, __file__, "--build", json.dumps([uri, options, units])]
+        try:
+            subprocess.run(cmd, check=True, timeout=BUILD_TIMEOUT, capture_output=True)
+            return uri
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+            print(f"building {uri} failed ({type(exc).__name__}); {'trying again' if not attempt else 'giving up'}")
+            time.sleep(5)
+    raise SystemExit(f"could not build a table of {units} units at {root}")
 
 
 def run_capped(uri: str, options: dict[str, str], mode: str, cap: float) -> dict[str, Any]:
@@ -181,7 +202,12 @@ def main() -> None:
     parser.add_argument("--unit-cap", type=float, default=180.0)
     parser.add_argument("--workdir", default=str(HERE / ".work" / "fanout"))
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--build", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.build:
+        uri, options, units = json.loads(args.build)
+        build_table(uri, options, units)
+        return
     if args.child:
         uri, options, mode = json.loads(args.child)
         print(json.dumps(run(uri, options, mode, progress=True)), flush=True)
@@ -197,10 +223,11 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     try:
         for backend, (_svc, root, options) in started.items():
-            for n in sizes:
-                for mode in modes:
-                    uri = f"{root}/{mode}-{n}-{uuid.uuid4().hex[:6]}"
-                    build_table(uri, options, n)
+            # Group commits first: the capped per-unit runs end with a stopped child whose requests the
+            # emulator may still be serving.
+            for mode in sorted(modes, key=lambda m: m != "group"):
+                for n in sizes:
+                    uri = build_isolated(root, options, mode, n)
                     if mode == "unit" and n > args.unit_max:  # O(N^2) log reads: stopped after --unit-cap
                         row = {
                             "backend": backend,
