@@ -51,6 +51,22 @@ def int64_array(values: np.ndarray) -> pa.Int64Array:
     return pa.Array.from_buffers(pa.int64(), len(data), [None, pa.py_buffer(data)])
 
 
+def one_array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """A column as one array (a chunked array's only chunk as it is, several concatenated).
+
+    Example:
+        >>> one_array(pa.chunked_array([[1], [2, 3]], pa.int8())).to_pylist()
+        [1, 2, 3]
+        >>> len(one_array(pa.chunked_array([], pa.int8())))
+        0
+    """
+    if not isinstance(column, pa.ChunkedArray):
+        return column
+    if column.num_chunks == 1:
+        return column.chunk(0)
+    return pa.concat_arrays(column.chunks) if column.num_chunks else pa.nulls(0, column.type)
+
+
 def int64_numpy(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """An integer Arrow array (or chunked array) as NumPy int64, null as 0 (read from its buffers).
 
@@ -60,11 +76,7 @@ def int64_numpy(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
         >>> int64_numpy(pa.chunked_array([[1, 2], [3]], pa.uint8())).tolist()
         [1, 2, 3]
     """
-    if isinstance(array, pa.ChunkedArray):
-        if array.num_chunks == 1:
-            array = array.chunk(0)
-        else:
-            array = pa.concat_arrays(array.chunks) if array.num_chunks else pa.nulls(0, array.type)
+    array = one_array(array)
     if not pa.types.is_integer(array.type):
         raise TypeError(f"expected integers, got {array.type}")
     n = len(array)

@@ -452,13 +452,14 @@ def _streamed_range_units(
     for path, f in live_files(head, set(owner)).items() if owner else ():
         held[owner[path]].append(f)
     to_list = [ix if v is None and not r else None for (_, ix), v, r in zip(ranges, verdicts, read, strict=True)]
-    listed = _listed(cols, sums, to_list, budget)
+    listed = _listed(cols, to_list, budget)
     units = []
     for i, ((vr, ix), verdict) in enumerate(zip(ranges, verdicts, strict=True)):
         key = RangeKey(None, None, vr, i)
         if read[i]:
-            rewrite = verdict is None and options.layout != "tiered"  # decided already: only its files were wanted
-            units.append(_range_unit(head, scheme.by, options, key, held[i], budget, rewrite=rewrite))
+            # a unit the columns decided to rewrite was read only for its files: its tally is the columns'
+            decided = _range_tally(sums, i, budget) if verdict is None and options.layout != "tiered" else None
+            units.append(_range_unit(head, scheme.by, options, key, held[i], budget, decided=decided))
             continue
         t = _range_tally(sums, i, budget)
         if verdict is None:
@@ -472,14 +473,15 @@ def _streamed_range_units(
     return units
 
 
-def _listed(cols: RangeColumns, sums: UnitSums, units: list[Any], budget: int | None) -> list[tuple[int, Any]]:
+def _listed(cols: RangeColumns, units: list[Any], budget: int | None) -> list[tuple[int, Any]]:
     """Per unit (None: not listed here), the JSON characters of its files and their (path, size) pairs
     when they fit a message (else None); the pairs are read from the scan's columns when a message is built."""
+    chars = iter(cols.path_chars([ix for ix in units if ix is not None]).tolist())
     out: list[tuple[int, Any]] = []
-    for i, ix in enumerate(units):
-        chars = 0 if ix is None else int(sums.path_chars[i]) + FILE_JSON_OVERHEAD * len(ix)
-        fits = ix is not None and (budget is None or chars <= budget)
-        out.append((chars, ListedFiles(cols, ix) if fits else None))
+    for ix in units:
+        n = 0 if ix is None else next(chars) + FILE_JSON_OVERHEAD * len(ix)
+        fits = ix is not None and (budget is None or n <= budget)
+        out.append((n, ListedFiles(cols, ix) if fits else None))
     return out
 
 
@@ -515,10 +517,14 @@ def _range_unit(
     files: list[LiveFile],
     budget: int | None,
     *,
-    rewrite: bool = False,
+    decided: Tally | None = None,
 ) -> Unit:
-    """One value-range unit, decided from its files as a partition whose files were read is (``rewrite``:
-    its compact columns decided it needs a rewrite already)."""
+    """One value-range unit, decided from its files as a partition whose files were read is (``decided``:
+    its tally from the compact columns, which decided it needs a rewrite already)."""
+    if decided is not None:
+        decided.listed = []
+        decided.list_files([(f.path, f.size) for f in files])
+        return Unit(key, decided, "rewrite", f"{len(files)} file(s)", None, files)
     tally = Tally(budget=budget)
     tally.files, tally.bytes = len(files), sum(f.size for f in files)
     tally.records = sum(f.num_records or 0 for f in files)
@@ -527,7 +533,7 @@ def _range_unit(
     if options.layout == "tiered":
         sel = select_files(files, head.schema, by, options)
         return Unit(key, tally, "rewrite" if sel.files else "skip", sel.reason(), sel, files)
-    why = None if rewrite else in_layout(head, files, by, options)
+    why = in_layout(head, files, by, options)
     return Unit(key, tally, "skip" if why else "rewrite", why or f"{len(files)} file(s)", None, files)
 
 

@@ -35,7 +35,15 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from ...core.actions import Add, Remove, decode_checkpoint_batch, decode_commit
-from ...core.arrays import bool_numpy, index_array, int64_numpy, nullable_string_array, scalar, string_array
+from ...core.arrays import (
+    bool_numpy,
+    index_array,
+    int64_numpy,
+    nullable_string_array,
+    one_array,
+    scalar,
+    string_array,
+)
 from ...core.partition_snapshot import LogHead, _add_projection, add_batches
 from ...core.snapshot import LiveFile
 from .rewrite.layout import LAYOUT_TAG, RUN_TAG
@@ -60,8 +68,7 @@ class RangeColumns:
         files = np.array([len(ix) for ix in units], dtype=np.int64)
         starts = np.concatenate(([0], np.cumsum(files)[:-1])) if units else files
         if not len(every):
-            return UnitSums(files, files, files, files, files, files, files)
-        chars = int64_numpy(pc.utf8_length(self.paths))[every]
+            return UnitSums(files, files, files, files, files, files)
 
         def add(values: np.ndarray) -> np.ndarray:
             return np.add.reduceat(values, starts)
@@ -74,21 +81,20 @@ class RangeColumns:
             add(self.deleted[every]),
             np.minimum.reduceat(run, starts),
             np.maximum.reduceat(run, starts),
-            add(chars),
         )
 
     def pairs(self, ix: np.ndarray) -> list[tuple[str, int]]:
         """(path, size) of the given files, in log order."""
-        return self.pairs_of([ix])[0]
+        ix = np.sort(ix)
+        return list(zip(self.paths.take(index_array(ix)).to_pylist(), self.size[ix].tolist(), strict=True))
 
-    def pairs_of(self, units: list[np.ndarray]) -> list[list[tuple[str, int]]]:
-        """(path, size) of each unit's files, in log order (one gather for all units)."""
+    def path_chars(self, units: list[np.ndarray]) -> np.ndarray:
+        """Per unit (a non-empty index array each), the characters of its files' paths, for all at once."""
         if not units:
-            return []
-        every = np.concatenate([np.sort(ix) for ix in units])
-        pairs = list(zip(self.paths.take(index_array(every)).to_pylist(), self.size[every].tolist(), strict=True))
-        ends = np.cumsum([len(ix) for ix in units]).tolist()
-        return [pairs[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+            return np.zeros(0, dtype=np.int64)
+        every = np.concatenate(units)
+        starts = np.concatenate(([0], np.cumsum([len(ix) for ix in units])[:-1]))
+        return np.add.reduceat(int64_numpy(pc.utf8_length(self.paths.take(index_array(every)))), starts)
 
 
 SCAN_THREADS = 2  # threads parsing statistics while the next checkpoint batch is decoded
@@ -99,7 +105,7 @@ _LAYOUT_KEY, _RUN_KEY = scalar(LAYOUT_TAG, pa.string()), scalar(RUN_TAG, pa.stri
 
 @dataclass
 class UnitSums:
-    """Per unit: its files, bytes, records, deleted rows, lowest and highest run code, and path characters."""
+    """Per unit: its files, bytes, records, deleted rows, and lowest and highest run code."""
 
     files: np.ndarray
     bytes: np.ndarray
@@ -107,7 +113,6 @@ class UnitSums:
     deleted: np.ndarray
     run_low: np.ndarray
     run_high: np.ndarray
-    path_chars: np.ndarray
 
 
 class ListedFiles(Sequence[tuple[str, int]]):
@@ -312,14 +317,7 @@ def _parse_stats(stats: pa.Array, physical: str, delta_type: Any) -> dict[str, p
     out = pj.read_json(pa.BufferReader(data), read_options=pj.ReadOptions(block_size=block), parse_options=options)
     if out.num_rows != len(stats):  # some file's statistics are not one JSON object
         raise _GiveUp
-    return {name: _flat(out.column(name)) for name in out.column_names}
-
-
-def _flat(column: pa.ChunkedArray) -> pa.Array:
-    """A column as one array."""
-    if column.num_chunks == 1:
-        return column.chunk(0)
-    return pa.concat_arrays(column.chunks) if column.num_chunks else pa.nulls(0, column.type)
+    return {name: one_array(out.column(name)) for name in out.column_names}
 
 
 def _objects(stats: pa.Array) -> pa.Buffer:

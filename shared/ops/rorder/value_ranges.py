@@ -213,7 +213,8 @@ def plan_units(
     lo_s, hi_s = keys.lo[order], keys.hi[order]
     reach = np.maximum.accumulate(hi_s)
     starts = np.flatnonzero(np.concatenate(([True], lo_s[1:] > reach[:-1])))
-    comp_bytes = np.add.reduceat(bounds.size[order], starts)
+    size_s = bounds.size[order]
+    comp_bytes = np.add.reduceat(size_s, starts)
     run_s = run[order]
     comp_low = np.minimum.reduceat(run_s, starts)
     comp_run = np.where(comp_low == np.maximum.reduceat(run_s, starts), comp_low, -1)  # a settled component's run
@@ -223,7 +224,7 @@ def plan_units(
     own_lo = keys.own_lo[order]
     low = np.minimum.reduceat(np.where(own_lo != keys.none, own_lo, _NO_LOW), first)
     nulls = np.maximum.reduceat(bounds.nulls[order] > 0, first)
-    over = (np.add.reduceat(bounds.size[order], first) > 2 * target).tolist()  # units that may be cut
+    over = (np.add.reduceat(size_s, first) > 2 * target).tolist()  # units that may be cut
     ends = np.append(first[1:], n).tolist()
     out = []
     for u, (a, b) in enumerate(zip(first.tolist(), ends, strict=True)):
