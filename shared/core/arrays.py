@@ -323,8 +323,20 @@ def plain_integers(column: pa.ChunkedArray) -> np.ndarray | None:
         >>> plain_integers(pa.chunked_array([[3, 1]])).tolist(), plain_integers(pa.chunked_array([[3, None]]))
         ([3, 1], None)
     """
-    t = column.type
     if column.null_count or column.num_chunks != 1:
+        return None
+    return integer_view(column.chunk(0))
+
+
+def integer_view(array: pa.Array) -> np.ndarray | None:
+    """An array of integers or times without nulls as a NumPy view of its values, else ``None``.
+
+    Example:
+        >>> integer_view(pa.array([5, 6, 7]).slice(1)).tolist(), integer_view(pa.array([1.5]))
+        ([6, 7], None)
+    """
+    t = array.type
+    if array.null_count:
         return None
     if pa.types.is_integer(t):
         kind = "u" if pa.types.is_unsigned_integer(t) else "i"
@@ -332,9 +344,22 @@ def plain_integers(column: pa.ChunkedArray) -> np.ndarray | None:
         kind = "i"
     else:
         return None
-    array = column.chunk(0)
     width = t.bit_width // 8
     return np.frombuffer(array.buffers()[1], dtype=f"<{kind}{width}")[array.offset : array.offset + len(array)]
+
+
+def pool_numpy(n: int, dtype: Any) -> np.ndarray:
+    """An uninitialized writable NumPy array of ``n`` items held in Arrow's memory pool: freed, it goes
+    back to the system with the pool's unused memory, where large arrays that NumPy allocates would
+    fragment the C heap of the thread that made them.
+
+    Example:
+        >>> a = pool_numpy(3, np.int64)
+        >>> a[:] = [3, 1, 2]; a.sort(); a.tolist()
+        [1, 2, 3]
+    """
+    kind = np.dtype(dtype)
+    return np.frombuffer(pa.allocate_buffer(max(1, n) * kind.itemsize), dtype=kind)[:n]
 
 
 def index_array(values: np.ndarray) -> pa.Array:

@@ -311,10 +311,10 @@ class TableStorage:
     def open_input(self, key: str, size: int | None = None) -> Any:
         """A seekable binary file for pyarrow: the local file itself, or ranged reads on object stores."""
         if self.local_root is not None:
-            path = self.local_root / key
-            if not path.exists():
-                raise FileNotFoundError(key)
-            return str(path)
+            import pyarrow as pa
+
+            # An open file, not a path: pyarrow would resolve a file system for every path it opens.
+            return pa.OSFile(str(self.local_root / key))  # FileNotFoundError when missing
         return io.BufferedReader(_RangeReader(self, key, size if size and size > 0 else self.size(key)), 1 << 20)
 
     # ------------------------------------------------------------------ writes

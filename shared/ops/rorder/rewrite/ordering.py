@@ -22,10 +22,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ....core.arrays import index_array, numpy_indices, plain_integers
+from ....core.arrays import index_array, integer_view, numpy_indices, plain_integers
 from ....core.values import run_ends as value_run_ends
 from .lanes import value_groups
 from .output import RewriteResult, timed
+from .packed_keys import PackedOrder, packed_order
 from .threads import HelperPool
 
 SORT_THREADS = 2
@@ -34,7 +35,8 @@ SORT_THREADS = 2
 def permutation(table: pa.Table, by: str, inner: list[tuple[str, str, str]]) -> tuple[np.ndarray, list[int]]:
     """Row indices in ``by`` order (nulls last) then ``inner`` order (``(column, order, "at_end")``)
     within each value, and where each value's rows end. The value order and the run ends are computed
-    side by side; each value's inner sort on its own, on two threads."""
+    side by side; each value's inner sort on its own, on two threads (:func:`packed` is quicker for
+    the columns :func:`packable` accepts)."""
     by_col = table.column(by).chunk(0)
     with HelperPool(1) as pool:
         ends = pool.submit(run_ends, by_col)
@@ -73,6 +75,77 @@ def permutation(table: pa.Table, by: str, inner: list[tuple[str, str, str]]) -> 
     with HelperPool(SORT_THREADS) as pool:
         list(pool.map(sort_runs, value_groups(runs, -(-len(order) // SORT_THREADS))))
     return perm, runs
+
+
+def packable(schema: pa.Schema, by: str, inner: list[tuple[str, str, str]]) -> bool:
+    """Whether the order may be packed keys: ``by`` and at most one ``inner`` column of integers or
+    times (nulls are found only when the keys are built).
+
+    Example:
+        >>> schema = pa.schema([("k", pa.int64()), ("t", pa.timestamp("us")), ("s", pa.string())])
+        >>> packable(schema, "k", [("t", "ascending", "at_end")]), packable(schema, "k", [("s", "ascending", "at_end")])
+        (True, False)
+    """
+    if len(inner) > 1:
+        return False
+    return all(_integer_like(schema.field(name).type) for name in [by, *(name for name, _, _ in inner)])
+
+
+def _integer_like(t: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_integer(t)
+        or pa.types.is_timestamp(t)
+        or pa.types.is_date(t)
+        or pa.types.is_time(t)
+        or pa.types.is_duration(t)
+    )
+
+
+def packed(
+    by_col: pa.ChunkedArray, inner_col: pa.ChunkedArray | None, inner: list[tuple[str, str, str]]
+) -> PackedOrder | None:
+    """The order by packed keys of the columns as read (chunked), or ``None`` when a column holds nulls
+    or the keys do not fit (:func:`deltaextras.ops.rorder.rewrite.packed_keys.packed_order`).
+
+    Example:
+        >>> order = packed(pa.chunked_array([[2, 1], [2]]), pa.chunked_array([[5, 6], [4]]), [("t", "ascending", "")])
+        >>> order.rows(0, 3).tolist(), order.ends
+        ([1, 2, 0], [1, 3])
+    """
+    by_values = [integer_view(chunk) for chunk in by_col.chunks]
+    inner_values = None if inner_col is None else [integer_view(chunk) for chunk in inner_col.chunks]
+    if any(v is None for v in [*by_values, *(inner_values or [])]):
+        return None
+    descending = bool(inner) and inner[0][1] == "descending"
+    with HelperPool(SORT_THREADS) as pool:
+        return packed_order(by_values, inner_values, descending=descending, map_blocks=pool.map)  # type: ignore[arg-type]
+
+
+def packed_gatherer(
+    table: pa.Table, by: str, inner: list[tuple[str, str, str]], order: PackedOrder, result: RewriteResult
+) -> Callable[[list[int]], pa.Table]:
+    """:func:`gatherer` for packed keys: the other columns are gathered, ``by`` and the ``inner``
+    column are read back from the sorted keys (neither is gathered nor need be contiguous)."""
+    derived: dict[str, Callable[[list[int]], np.ndarray]] = {by: order.by_values}
+    if inner:
+        derived[inner[0][0]] = lambda group: order.inner_values(group[0], group[-1])
+    rest = table.select([name for name in table.column_names if name not in derived])
+    schema = table.schema
+
+    def gather(group: list[int]) -> pa.Table:
+        with timed(result, "take"):
+            start, end = group[0], group[-1]
+            part = rest.take(index_array(order.rows(start, end))) if rest.num_columns else None
+            arrays = []
+            for field in schema:
+                if field.name in derived:
+                    values = derived[field.name](group)
+                    arrays.append(pa.Array.from_buffers(field.type, len(values), [None, pa.py_buffer(values)]))
+                else:
+                    arrays.append(part.column(field.name))  # type: ignore[union-attr]
+            return pa.Table.from_arrays(arrays, schema=schema)
+
+    return gather
 
 
 def run_ends(by_col: pa.Array) -> list[int]:

@@ -62,8 +62,9 @@ from ....errors import CorruptDataError, DuplicateKeyError, InvalidArgumentError
 from ..options import RorderOptions
 from .lanes import lane_count, split_values, value_groups, write_lanes, write_pipelined
 from .layout import LAYOUT_TAG, RUN_TAG, layout_signature, writer_properties
-from .ordering import gatherer, permutation
+from .ordering import gatherer, packable, packed, packed_gatherer, permutation
 from .output import OutputFile, OutputWriter, RewriteResult, timed
+from .packed_keys import PackedOrder
 from .passes import Pass, RowGroup, comparable_stats, fixed_bits, leaf_index, overlaps, pass_mask
 from .row_keys import first_rows_hashed, same_values
 from .threads import HelperPool
@@ -582,47 +583,48 @@ class PartitionRewriter:
         """Sort one pass's rows and write them value by value; returns the rows written.
 
         The rows are never reordered as a whole: their columns are made contiguous (one column at a
-        time, so at most one column exists twice), the permutation that puts them in ``by`` then
-        ``sort_by`` order is computed on indices (each value's inner sort on its own, two at a time),
-        and each value's rows are gathered while the previous value's are being encoded — so a
-        pass holds its rows once plus two values' rows in flight.
+        time, so at most one column exists twice), the order that puts them in ``by`` then ``sort_by``
+        order is computed on indices or packed keys (:mod:`.ordering`, :mod:`.packed_keys`; packed keys
+        are built from the chunks as read, beside the combining of the other columns), and each group
+        of values' rows is gathered while the previous group is encoded — so a pass holds its rows once
+        plus two groups' rows in flight.
         """
         if not table.num_rows:
             return 0
-        with timed(self.result, "combine"):
-            columns = list(table.columns)
-            schema = table.schema
-            del table
+        columns = list(table.columns)
+        schema = table.schema
+        del table
+        keys = [schema.get_field_index(name) for name, _, _ in self.sort_keys]
+        with HelperPool(1) as sorter:
+            ordered = None
+            if not self.options.unique_by and packable(schema, self.by, self.sort_keys[1:]):
+                ordered = sorter.submit(self._packed, [columns[i] for i in keys])
+            self._combine(columns, [i for i in range(len(columns)) if ordered is None or i not in keys])
+            table = self._deduplicated(columns, schema) if self.options.unique_by else None
+            if table is None:
+                table = pa.Table.from_arrays(columns, schema=schema)
+            del columns
+            with HelperPool(1) as pool, timed(self.result, "sort"):
+                # The writer settings are chosen from a sample while the rows are sorted.
+                settings = None if self._writers else pool.submit(writer_properties, self.target, table, self.by)
+                order = None if ordered is None else ordered.result()
+                if order is None:
+                    table = self._contiguous(table, keys)
+                    order = self._order(table)
+                props = self._writers[0].props if settings is None else settings.result()
+        if isinstance(order, PackedOrder):
+            gather = packed_gatherer(table, self.by, self.sort_keys[1:], order, self.result)
+            run_ends = order.ends
+        else:
+            gather = gatherer(table, self.by, order[0], order[1], self.result)
+            run_ends = order[1]
+        del order
+        return self._write_groups(run_ends, gather, props)
 
-            # Two columns at a time when the budget has room for two columns twice.
-            widest = sorted((c.nbytes for c in columns), reverse=True)[:COMBINE_THREADS]
-            fits = sum(c.nbytes for c in columns) + sum(widest) <= self.options.memory_budget * PASS_HEADROOM
-            with HelperPool(COMBINE_THREADS if fits else 1) as pool:
-                list(pool.map(functools.partial(_combine, columns), range(len(columns))))
-            table = pa.Table.from_arrays(columns, schema=schema)
-        if self.options.unique_by:
-            with timed(self.result, "dedup"):
-                keep = self._deduplicate(table)
-                if keep is not None:
-                    if self.on_duplicates is not None:
-                        self.on_duplicates(self._untracked(dropped_rows(table, keep)))
-                    del table
-                    for i in range(len(columns)):  # one column at a time: the pass never exists twice
-                        columns[i] = columns[i].take(keep)
-                        _release()
-                    table = pa.Table.from_arrays(columns, schema=schema)
-                del keep
-        del columns
-        rows = table.num_rows
-        with HelperPool(1) as pool, timed(self.result, "sort"):
-            # The writer settings are chosen from a sample while the rows are sorted.
-            settings = None if self._writers else pool.submit(writer_properties, self.target, table, self.by)
-            perm, run_ends = permutation(table, self.by, self.sort_keys[1:])
-            props = self._writers[0].props if settings is None else settings.result()
-        gather = gatherer(table, self.by, perm, run_ends, self.result)
-        del perm
+    def _write_groups(self, run_ends: list[int], gather: Callable[[list[int]], pa.Table], props: dict[str, Any]) -> int:
+        """Write a sorted pass's values (where each ends: ``run_ends``), each group's rows from ``gather``."""
+        rows = run_ends[-1]
         group_rows = max(1, rows // GATHER_GROUPS)
-
         lanes = lane_count(sum(f.size for f in self.files), len(run_ends)) if self._one_pass else 1
         if lanes > 1:
             # The second core encodes a second file (see deltaextras.ops.rorder.rewrite.lanes).
@@ -641,6 +643,55 @@ class PartitionRewriter:
             self._writers = [OutputWriter(self, props)]
         self.result.values += write_pipelined(self._writers[0], value_groups(run_ends, group_rows), gather)
         return rows
+
+    def _combine(self, columns: list[Any], which: list[int]) -> None:
+        """Make the columns ``which`` contiguous in place, two at a time when the budget has room for
+        two columns twice."""
+        with timed(self.result, "combine"):
+            widest = sorted((c.nbytes for c in columns), reverse=True)[:COMBINE_THREADS]
+            fits = sum(c.nbytes for c in columns) + sum(widest) <= self.options.memory_budget * PASS_HEADROOM
+            with HelperPool(COMBINE_THREADS if fits else 1) as pool:
+                list(pool.map(functools.partial(_combine, columns), which))
+
+    def _contiguous(self, table: pa.Table, which: list[int]) -> pa.Table:
+        """The table with the columns ``which`` contiguous (they were left as read for packed keys)."""
+        if all(table.column(i).num_chunks <= 1 for i in which):
+            return table
+        columns = list(table.columns)
+        schema = table.schema
+        del table
+        self._combine(columns, which)
+        return pa.Table.from_arrays(columns, schema=schema)
+
+    def _packed(self, keys: list[pa.ChunkedArray]) -> PackedOrder | None:
+        """The order by packed keys of the sort columns as read (``None``: they do not fit)."""
+        with timed(self.result, "order"):
+            return packed(keys[0], keys[1] if len(keys) > 1 else None, self.sort_keys[1:])
+
+    def _order(self, table: pa.Table) -> PackedOrder | tuple[np.ndarray, list[int]]:
+        """The order of a contiguous pass: by packed keys when they fit, else the permutation."""
+        if packable(table.schema, self.by, self.sort_keys[1:]):
+            columns = [table.column(name) for name, _, _ in self.sort_keys]
+            found = packed(columns[0], columns[1] if len(columns) > 1 else None, self.sort_keys[1:])
+            if found is not None:
+                return found
+        return permutation(table, self.by, self.sort_keys[1:])
+
+    def _deduplicated(self, columns: list[Any], schema: pa.Schema) -> pa.Table | None:
+        """The pass without rows that repeat an earlier row (``None``: none does); ``columns`` are
+        replaced one at a time, so the pass never exists twice."""
+        with timed(self.result, "dedup"):
+            table = pa.Table.from_arrays(columns, schema=schema)
+            keep = self._deduplicate(table)
+            if keep is None:
+                return None
+            if self.on_duplicates is not None:
+                self.on_duplicates(self._untracked(dropped_rows(table, keep)))
+            del table
+            for i in range(len(columns)):
+                columns[i] = columns[i].take(keep)
+                _release()
+            return pa.Table.from_arrays(columns, schema=schema)
 
     def _deduplicate(self, table: pa.Table) -> pa.Array | None:
         """The rows to keep (``None``: all): rows that repeat an earlier row on every column are dropped;
