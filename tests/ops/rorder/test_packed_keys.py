@@ -1,16 +1,24 @@
 """The packed-key layout order against NumPy's stable lexicographic sort, on every integer width and
-sign, descending, ties, steps that only the whole column (not its sample) shows, and keys too wide."""
+sign, descending, ties, steps that only the whole column (not its sample) shows, and keys too wide;
+and through ``rorder``, key columns of narrow, negative and time types read back from the keys."""
 
 from __future__ import annotations
 
 import math
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable, write_deltalake
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracle import checksum, live_adds
 
+from deltaextras import rorder
 from deltaextras.ops.rorder.rewrite import packed_keys
 from deltaextras.ops.rorder.rewrite.packed_keys import packed_order
 
@@ -124,3 +132,50 @@ def test_a_full_sensor_pass_orders_like_numpy_lexsort() -> None:
     assert np.array_equal(got.rows(0, n), want)
     assert np.array_equal(got.inner_values(0, n), inner[want])
     assert got.ends == [*(np.flatnonzero(np.diff(by[want])) + 1).tolist(), n]
+
+
+@pytest.mark.parametrize(
+    ("by_type", "inner_type", "order"),
+    [
+        (pa.int32(), pa.date32(), "descending"),
+        (pa.int64(), pa.timestamp("us", tz="UTC"), "ascending"),
+        (pa.int16(), pa.timestamp("us"), "descending"),
+    ],
+)
+def test_rorder_reads_both_key_columns_back_in_their_types(
+    tmp_path: Path, by_type: pa.DataType, inner_type: pa.DataType, order: str
+) -> None:
+    """Through ``rorder``: every row group holds one value of ``by`` and its rows in ``sort_by`` order;
+    the content, in the table's types, is the input's (``by`` and ``sort_by`` come from the keys)."""
+    rng = np.random.default_rng(3)
+    n = 20_000
+    by = rng.integers(0, 40, n).astype(by_type.to_pandas_dtype())
+    if by_type == pa.int64():
+        by -= 2**62  # offsets from the smallest value, not the values, fill the key
+    inner = rng.integers(0, 10_000, n) * 3
+    data = pa.table(
+        {
+            "k": pa.array(by, by_type),
+            "t": pa.array(inner.astype(f"int{inner_type.bit_width}")).view(inner_type),
+            "v": rng.random(n),
+        }
+    )
+    uri = str(tmp_path / "t")
+    for part in range(4):  # four files, each in random order
+        write_deltalake(uri, data.slice(part * n // 4, n // 4), mode="append")
+    before = checksum(uri)
+
+    report = rorder(uri, by="k", sort_by=[("t", order)], max_workers=1)[0]
+
+    assert report.status == "committed", report
+    assert checksum(uri) == before
+    assert DeltaTable(uri).schema().to_arrow().field("t").type == inner_type
+    for add in live_adds(uri):
+        pf = pq.ParquetFile(tmp_path / "t" / add["path"])
+        for i in range(pf.metadata.num_row_groups):
+            group = pf.read_row_group(i)
+            assert group.column("k").type == by_type and group.column("t").type == inner_type
+            assert pc.count_distinct(group.column("k")).as_py() == 1
+            times = np.frombuffer(group.column("t").chunk(0).buffers()[1], f"int{inner_type.bit_width}")
+            steps = np.diff(times)
+            assert (steps <= 0).all() if order == "descending" else (steps >= 0).all()
