@@ -96,8 +96,10 @@ def run_partitions(
 ) -> list[PartitionReport]:
     """Run ``work(item, before_commit)`` for every item on ``workers`` threads; reports in item order.
 
-    ``work`` must not raise (a failure is a failed report) and must call ``before_commit()`` right
-    before every commit attempt (it raises once an interrupt closed the gate). ``progress`` gets
+    ``work`` reports a failure as a failed report, and must call ``before_commit()`` right before
+    every commit attempt (it raises once an interrupt closed the gate). An exception that escapes
+    ``work`` ends the run: no further commit starts, those under way finish, and it is raised here
+    (a ``KeyboardInterrupt`` as the caller's own Ctrl-C). ``progress`` gets
     each report as it arrives, in the calling thread.
     ``describe(item)`` gives the blank report of an item that an interrupt left without one.
     """
@@ -110,6 +112,7 @@ def run_partitions(
     # nothing (a report handed over through the queue alone was lost there, and the wait for it hung).
     done: queue.SimpleQueue[int] = queue.SimpleQueue()
     results: dict[int, PartitionReport] = {}
+    escaped: dict[int, BaseException] = {}  # what a worker thread raised instead of reporting
     started: set[int] = set()
     lock = threading.Lock()
 
@@ -123,17 +126,18 @@ def run_partitions(
                 if gate.closed:
                     return
                 started.add(i)
-            report = work(items[i], lambda i=i: gate.enter(i))
+            try:
+                report = work(items[i], lambda i=i: gate.enter(i))
+            except BaseException as exc:  # work() reports failures; what escapes it ends the run
+                with lock:
+                    escaped[i] = exc
+                done.put(i)
+                return
             with lock:
                 results[i] = report
             done.put(i)
 
-    threads = [
-        threading.Thread(target=loop, name=f"{THREAD_PREFIX}-{k}", daemon=True)
-        for k in range(max(1, min(workers, len(items))))
-    ]
-    for t in threads:
-        t.start()
+    threads = _started(loop, max(1, min(workers, len(items))))
     reports: dict[int, PartitionReport] = {}
 
     def take(block: bool) -> bool:
@@ -154,11 +158,60 @@ def run_partitions(
     try:
         while len(reports) < len(items):
             take(block=True)
+            _raise_escaped(escaped, gate, lock, reports, take)
     except KeyboardInterrupt:
-        _stop(items, gate, started, lock, reports, take, progress, describe)
+        with lock:
+            gone = set(escaped)
+        _stop(items, gate, started, lock, reports, take, progress, describe, gone)
     for t in threads:
         t.join()
     return [reports[i] for i in range(len(items))]
+
+
+def _started(target: Callable[[], None], count: int) -> list[threading.Thread]:
+    """``count`` daemon threads running ``target``, started."""
+    threads = [threading.Thread(target=target, name=f"{THREAD_PREFIX}-{k}", daemon=True) for k in range(count)]
+    for t in threads:
+        t.start()
+    return threads
+
+
+def _raise_escaped(
+    escaped: dict[int, BaseException],
+    gate: CommitGate,
+    lock: threading.Lock,
+    reports: dict[int, PartitionReport],
+    take: Callable[[bool], bool],
+) -> None:
+    """Raise what a worker thread raised instead of reporting, if anything: an interrupt as the
+    caller's own Ctrl-C; anything else once no further commit can start and those under way finished
+    (a thread that died with it would have left the caller waiting for its report)."""
+    with lock:
+        crash = next(iter(escaped.values()), None)
+        gone = set(escaped)
+    if crash is None:
+        return
+    if not isinstance(crash, KeyboardInterrupt):
+        _settle(gate, lock, reports, take, gone)
+    raise crash
+
+
+def _settle(
+    gate: CommitGate,
+    lock: threading.Lock,
+    reports: dict[int, PartitionReport],
+    take: Callable[[bool], bool],
+    gone: set[int],
+) -> None:
+    """Close the gate and wait for the commits under way to be reported (but for the items in ``gone``,
+    whose thread raised instead of reporting)."""
+    with lock:
+        committing = gate.close() - gone
+    waiting = committing - reports.keys()
+    if waiting:
+        log.warning("interrupted: waiting for %d commit(s) under way (interrupt again to stop at once)", len(waiting))
+    while committing - reports.keys():
+        take(True)
 
 
 def _stop(
@@ -170,16 +223,12 @@ def _stop(
     take: Callable[[bool], bool],
     progress: Callable[[PartitionReport], None] | None,
     describe: Callable[[Any], PartitionReport] | None,
+    gone: set[int],
 ) -> None:
     """First interrupt: close the gate, wait for commits under way, report everything, raise."""
     with lock:
-        committing = gate.close()
         running = set(started)
-    waiting = committing - reports.keys()
-    if waiting:
-        log.warning("interrupted: waiting for %d commit(s) under way (interrupt again to stop at once)", len(waiting))
-    while committing - reports.keys():
-        take(True)
+    _settle(gate, lock, reports, take, gone)
     while take(False):
         pass
     for i, item in enumerate(items):
