@@ -113,7 +113,7 @@ class Committer:
             log.info("published %d staged commit(s) as version %d of %s", len(batch), result.version, self.storage.uri)
             if self.after_publish is not None:
                 self.after_publish(result.version)
-        self.record(entries, decided, result.version)
+        self.record(decided)
         log.debug("version %d of %s: %d outcome(s) recorded", version, self.storage.uri, len(decided))
         return result.version
 
@@ -180,11 +180,10 @@ class Committer:
                 _cache.popitem(last=False)
         return winner
 
-    def record(self, entries: list[StagedCommit], decided: dict[str, UnitOutcome], version: int | None) -> None:
+    def record(self, decided: dict[str, UnitOutcome]) -> None:
         """Write the decided outcomes (one object: the waiting workers go on at once), then remove the
         staged objects whose every unit is decided, at least one of them in this run (an object decided
         by another run is left to that run's committer)."""
-        del entries, version
         if not decided:
             return
         done = [
