@@ -47,8 +47,18 @@ def bool_numpy(array: pa.BooleanArray) -> np.ndarray:
 
 def int64_array(values: np.ndarray) -> pa.Int64Array:
     """A non-null Arrow int64 array from NumPy integers."""
-    data = np.ascontiguousarray(values, dtype=np.int64)
-    return pa.Array.from_buffers(pa.int64(), len(data), [None, pa.py_buffer(data)])
+    return fixed_width_array(pa.int64(), np.ascontiguousarray(values, dtype=np.int64))
+
+
+def fixed_width_array(type: pa.DataType, values: np.ndarray) -> pa.Array:
+    """A non-null Arrow array of a fixed-width ``type`` over the buffer of contiguous NumPy ``values`` of
+    its width (no copy).
+
+    Example:
+        >>> fixed_width_array(pa.date32(), np.array([0, 1], dtype=np.int32)).to_pylist()
+        [datetime.date(1970, 1, 1), datetime.date(1970, 1, 2)]
+    """
+    return pa.Array.from_buffers(type, len(values), [None, pa.py_buffer(values)])
 
 
 def one_array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -336,16 +346,27 @@ def integer_view(array: pa.Array) -> np.ndarray | None:
         ([6, 7], None)
     """
     t = array.type
-    if array.null_count:
+    if array.null_count or not integer_like(t):
         return None
-    if pa.types.is_integer(t):
-        kind = "u" if pa.types.is_unsigned_integer(t) else "i"
-    elif pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_duration(t):
-        kind = "i"
-    else:
-        return None
+    kind = "u" if pa.types.is_unsigned_integer(t) else "i"
     width = t.bit_width // 8
     return np.frombuffer(array.buffers()[1], dtype=f"<{kind}{width}")[array.offset : array.offset + len(array)]
+
+
+def integer_like(t: pa.DataType) -> bool:
+    """Whether values of ``t`` are stored as plain integers: integers, timestamps, dates, times, durations.
+
+    Example:
+        >>> integer_like(pa.timestamp("us")), integer_like(pa.float64())
+        (True, False)
+    """
+    return bool(
+        pa.types.is_integer(t)
+        or pa.types.is_timestamp(t)
+        or pa.types.is_date(t)
+        or pa.types.is_time(t)
+        or pa.types.is_duration(t)
+    )
 
 
 def pool_numpy(n: int, dtype: Any) -> np.ndarray:

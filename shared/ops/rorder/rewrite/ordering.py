@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ....core.arrays import index_array, integer_view, numpy_indices, plain_integers
+from ....core.arrays import fixed_width_array, index_array, integer_like, integer_view, numpy_indices, plain_integers
 from ....core.values import run_ends as value_run_ends
 from .lanes import value_groups
 from .output import RewriteResult, timed
@@ -88,17 +88,7 @@ def packable(schema: pa.Schema, by: str, inner: list[tuple[str, str, str]]) -> b
     """
     if len(inner) > 1:
         return False
-    return all(_integer_like(schema.field(name).type) for name in [by, *(name for name, _, _ in inner)])
-
-
-def _integer_like(t: pa.DataType) -> bool:
-    return bool(
-        pa.types.is_integer(t)
-        or pa.types.is_timestamp(t)
-        or pa.types.is_date(t)
-        or pa.types.is_time(t)
-        or pa.types.is_duration(t)
-    )
+    return all(integer_like(schema.field(name).type) for name in [by, *(name for name, _, _ in inner)])
 
 
 def packed(
@@ -140,7 +130,7 @@ def packed_gatherer(
             for field in schema:
                 if field.name in derived:
                     values = derived[field.name](group)
-                    arrays.append(pa.Array.from_buffers(field.type, len(values), [None, pa.py_buffer(values)]))
+                    arrays.append(fixed_width_array(field.type, values))
                 else:
                     arrays.append(part.column(field.name))  # type: ignore[union-attr]
             return pa.Table.from_arrays(arrays, schema=schema)
@@ -187,7 +177,7 @@ def gatherer(
             k = first_value[group[0]]
             lengths = np.diff(group)
             column = np.repeat(values[k : k + len(lengths)], lengths)
-            array = pa.Array.from_buffers(field.type, len(column), [None, pa.py_buffer(column)])
+            array = fixed_width_array(field.type, column)
             return part.add_column(where, field, array)
 
     return gather_rest
