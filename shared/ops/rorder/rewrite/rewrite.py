@@ -51,14 +51,13 @@ from ....core.arrays import (
     numpy_indices,
     plain_integers,
     py_value,
-    row_numbers,
     scalar,
 )
 from ....core.schema import conform
 from ....core.snapshot import LiveFile, TableSnapshot, open_data_file
 from ....core.stats import DEFAULT_INDEXED_COLUMNS
 from ....core.values import canonical, int_numpy, nan_mask
-from ....errors import CorruptDataError, DuplicateKeyError, InvalidArgumentError
+from ....errors import CorruptDataError, InvalidArgumentError
 from ..options import RorderOptions
 from .lanes import lane_count, split_values, value_groups, write_lanes, write_pipelined
 from .layout import LAYOUT_TAG, RUN_TAG, layout_signature, writer_properties
@@ -66,7 +65,7 @@ from .ordering import gatherer, packable, packed, packed_gatherer, permutation
 from .output import OutputFile, OutputWriter, RewriteResult, timed
 from .packed_keys import PackedOrder
 from .passes import Pass, RowGroup, comparable_stats, fixed_bits, leaf_index, overlaps, pass_mask
-from .row_keys import first_rows_hashed, same_values
+from .row_keys import dropped_rows, first_rows
 from .threads import HelperPool
 
 log = logging.getLogger(__name__)
@@ -610,7 +609,8 @@ class PartitionRewriter:
                 order = None if ordered is None else ordered.result()
                 if order is None:
                     table = self._contiguous(table, keys)
-                    order = self._order(table)
+                    # packed keys already failed on the columns as read when they were built there
+                    order = self._order(table) if ordered is None else permutation(table, self.by, self.sort_keys[1:])
                 props = self._writers[0].props if settings is None else settings.result()
         if isinstance(order, PackedOrder):
             gather = packed_gatherer(table, self.by, self.sort_keys[1:], order, self.result)
@@ -682,9 +682,11 @@ class PartitionRewriter:
         replaced one at a time, so the pass never exists twice."""
         with timed(self.result, "dedup"):
             table = pa.Table.from_arrays(columns, schema=schema)
-            keep = self._deduplicate(table)
+            tracking = self.row_columns.names if self.row_columns is not None else ()
+            keep = first_rows(table, self.unique_keys, tracking)
             if keep is None:
                 return None
+            self.result.duplicates_removed += table.num_rows - len(keep)
             if self.on_duplicates is not None:
                 self.on_duplicates(self._untracked(dropped_rows(table, keep)))
             del table
@@ -692,72 +694,6 @@ class PartitionRewriter:
                 columns[i] = columns[i].take(keep)
                 _release()
             return pa.Table.from_arrays(columns, schema=schema)
-
-    def _deduplicate(self, table: pa.Table) -> pa.Array | None:
-        """The rows to keep (``None``: all): rows that repeat an earlier row on every column are dropped;
-        raises when rows share the key but differ.
-
-        Values compare as Spark's ``dropDuplicates`` groups them: NaN equals NaN (whatever its payload),
-        -0.0 equals 0.0, null equals null. Vectorized: rows are grouped by key — integer and time keys
-        without nulls through a 64-bit hash and one NumPy sort, any other key through Arrow's hash
-        grouping — and only the rows of repeated keys are compared, column by column, with the first
-        row of their key (a hash collision shows there as differing keys, and the exact grouping decides).
-        """
-        n = table.num_rows
-        hashed = first_rows_hashed(table, self.unique_keys)
-        if hashed is not None:
-            firsts, members, owners = hashed
-            if len(firsts) == n:
-                return None
-            if all(
-                py_value(pc.all(same_values(table.column(k).take(members), table.column(k).take(owners))))
-                for k in self.unique_keys
-            ):
-                return self._keep_firsts(table, firsts, members, owners)
-        firsts, members, owners = self._first_rows_exact(table)
-        if len(firsts) == n:
-            return None
-        return self._keep_firsts(table, firsts, members, owners)
-
-    def _first_rows_exact(self, table: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
-        """The first row of every key, and each later row of a repeated key beside its key's first row."""
-        keys = self.unique_keys
-        n = table.num_rows
-        keyed = pa.table({**{k: canonical(table.column(k)) for k in keys}, "__row": row_numbers(n)})
-        groups = keyed.group_by(keys, use_threads=False).aggregate([("__row", "count")])
-        if groups.num_rows == n:
-            return row_numbers(n), row_numbers(0), row_numbers(0)
-        del groups
-        listed = keyed.group_by(keys, use_threads=False).aggregate([("__row", "min"), ("__row", "list")])
-        del keyed
-        lists = listed.column("__row_list").combine_chunks()
-        firsts = listed.column("__row_min").combine_chunks()
-        del listed
-        repeated = pc.greater(pc.list_value_length(lists), 1)
-        lists, owners = lists.filter(repeated), firsts.filter(repeated)
-        members = pc.list_flatten(lists)
-        owners = owners.take(pc.list_parent_indices(lists))
-        del lists
-        later = pc.not_equal(members, owners)
-        return firsts, members.filter(later), owners.filter(later)
-
-    def _keep_firsts(self, table: pa.Table, firsts: pa.Array, members: pa.Array, owners: pa.Array) -> pa.Array:
-        """Check that every later row equals its key's first row on every column; the rows to keep."""
-        for name in table.column_names:
-            if self.row_columns is not None and name in self.row_columns.names:
-                continue  # the first row keeps its id; the ids of the rows it stands for go
-            column = table.column(name)
-            same = same_values(column.take(members), column.take(owners))
-            if not py_value(pc.all(same)):
-                row = py_value(owners[py_value(pc.index(same, scalar(False, pa.bool_())))])
-                key = {k: py_value(table.column(k)[row]) for k in self.unique_keys}
-                raise DuplicateKeyError(
-                    f"rows share unique_by key {key} but differ in column {name!r}; nothing was committed. "
-                    "Fix the duplicates or widen unique_by"
-                )
-        keep_rows = index_array(np.sort(numpy_indices(firsts)))
-        self.result.duplicates_removed += table.num_rows - len(keep_rows)
-        return keep_rows
 
 
 def _spill_compression() -> str | None:
@@ -781,19 +717,6 @@ def _prefetched(items: Iterator[Any]) -> Iterator[Any]:
             pending = pool.submit(next, items, None)
             yield item
             del item
-
-
-def dropped_rows(table: pa.Table, keep: pa.Array) -> pa.Table:
-    """The rows de-duplication drops: every row whose index is not in ``keep``, in table order.
-
-    Example:
-        >>> t = pa.table({"k": [1, 2, 1, 1], "v": [0.5, 1.0, 0.5, 0.5]})
-        >>> dropped_rows(t, pa.array([0, 1])).to_pylist()
-        [{'k': 1, 'v': 0.5}, {'k': 1, 'v': 0.5}]
-    """
-    mask = np.ones(table.num_rows, dtype=bool)
-    mask[keep.to_numpy(zero_copy_only=False)] = False
-    return table.filter(bool_array(mask))
 
 
 def _combine(columns: list[pa.ChunkedArray | pa.Array], i: int) -> None:
