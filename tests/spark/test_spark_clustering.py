@@ -9,9 +9,6 @@ from __future__ import annotations
 import itertools
 import json
 import random
-import threading
-import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +17,15 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 from oracle import assert_engines_agree, content_checksum
-from test_spark_racer import KEEP_LIVE, SEED, Ledger, our_delete, spark_side
+from spark_race import (
+    assert_ledger_content,
+    create_race_table,
+    our_delete,
+    our_rorder,
+    random_ops,
+    run_race,
+    spark_side,
+)
 
 from deltaextras.core.log import list_log
 from deltaextras.core.snapshot import TableSnapshot
@@ -29,6 +34,7 @@ from deltaextras.errors import UnsupportedFeatureError
 from deltaextras.ops.rorder.plan import plan_table
 from deltaextras.ops.rorder.rorder import rorder
 
+SEED = 20261123
 NODES = 160
 BATCHES = 6  # 5-minute batches
 ROWS_PER_NODE = 4  # per batch
@@ -195,66 +201,21 @@ def test_delete_vacuum_and_checkpoint_on_a_clustered_table(delta_spark: Any, spa
 
 
 # ------------------------------------------------------------------------------------------ races
-def _our_range_rorder(uri: str, ledger: Ledger, stop: threading.Event) -> None:
-    while not stop.is_set():
-        for report in rorder(
-            uri, by="node", sort_by="k", target_file_size=4_000, max_workers=2, raise_on_failure=False
-        ):
-            with ledger.lock:
-                if report.status == "committed":
-                    ledger.commits["ours:rorder"] += 1
-                elif report.status == "failed":
-                    ledger.conflicts[f"ours:rorder:{report.error_type}"] += 1
-        time.sleep(0.2)
-
-
 def test_spark_races_range_units(delta_spark: Any, tmp_path: Path) -> None:
     uri = str(tmp_path / "race")
-    delta_spark.sql(
-        f"CREATE TABLE delta.`{uri}` (k BIGINT, upd BIGINT, node BIGINT, node_range BIGINT) USING delta "
-        "CLUSTER BY (node) TBLPROPERTIES ('delta.enableDeletionVectors' = 'true', 'delta.checkpointInterval' = '5')"
+    ledger = create_race_table(delta_spark, uri, "CLUSTER BY (node)")
+    spark_rng, delete_rng = random.Random(SEED + 6), random.Random(SEED + 4)
+    run_race(
+        [
+            lambda stop: spark_side(
+                delta_spark, uri, ledger, random_ops(spark_rng, 12), lambda _i, n: ledger.sample(spark_rng, n), stop
+            ),
+            lambda stop: our_rorder(uri, ledger, stop, target_file_size=4_000, max_workers=2),
+            lambda stop: our_delete(uri, ledger, delete_rng, stop),
+        ],
+        300,
     )
-    ledger = Ledger()
-    first = ledger.keys(2 * KEEP_LIVE)
-    delta_spark.sql(f"INSERT INTO delta.`{uri}` SELECT id, 0, id % 7, 0 FROM range(0, {first[-1] + 1})")
-    ledger.live.update(first)
-    stop = threading.Event()
-    errors: list[BaseException] = []
-
-    def guarded(fn: Any, *args: Any) -> None:
-        try:
-            fn(*args)
-        except BaseException as exc:
-            errors.append(exc)
-            stop.set()
-
-    threads = [
-        threading.Thread(target=guarded, args=(spark_side, delta_spark, uri, ledger, random.Random(SEED + 6), stop)),
-        threading.Thread(target=guarded, args=(_our_range_rorder, uri, ledger, stop)),
-        threading.Thread(target=guarded, args=(our_delete, uri, ledger, random.Random(SEED + 4), stop)),
-    ]
-    for th in threads:
-        th.start()
-    threads[0].join(timeout=300)
-    stop.set()
-    for th in threads:
-        th.join(timeout=120)
-    assert not errors, errors
-    expected = pa.table(
-        {
-            "k": pa.array(sorted(ledger.live), pa.int64()),
-            "upd": pa.array([ledger.upd[k] for k in sorted(ledger.live)], pa.int64()),
-        }
-    )
-    via_spark = delta_spark.read.format("delta").load(uri).select("k", "upd").toArrow()
-    via_deltars = pa.table(DeltaTable(uri).scan(columns=["k", "upd"]))
-    for name, got in (("spark", via_spark), ("delta-rs", via_deltars)):
-        keys = Counter(got.column("k").to_pylist())
-        duplicated = sorted(k for k, n in keys.items() if n > 1)
-        lost = sorted(ledger.live - set(keys))
-        resurrected = sorted(ledger.deleted & set(keys))
-        assert (lost, duplicated, resurrected) == ([], [], []), (name, lost[:10], duplicated[:10], resurrected[:10])
-        assert content_checksum(got) == content_checksum(expected), name
+    assert_ledger_content(delta_spark, uri, ledger)
     print("range racer figures:", dict(ledger.commits), dict(ledger.conflicts))
     assert ledger.commits["ours:rorder"] > 0
     assert sum(v for k, v in ledger.commits.items() if k.startswith("spark:")) >= 3
