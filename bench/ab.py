@@ -118,9 +118,10 @@ def sides(ref: str) -> Iterator[tuple[Side, Side, str]]:
         _git("worktree", "add", "--detach", str(tree), commit)
         yield _side(WORKING, REPO, tmp), _side(REF, tree, tmp), commit
     finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=REPO, capture_output=True)
+        removed = subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=REPO, capture_output=True)
         shutil.rmtree(tmp, ignore_errors=True)
-        subprocess.run(["git", "worktree", "prune"], cwd=REPO, capture_output=True)
+        if removed.returncode != 0:  # interrupted half-way through the add: drop what git registered
+            subprocess.run(["git", "worktree", "prune"], cwd=REPO, capture_output=True)
 
 
 def describe_working() -> str:

@@ -29,12 +29,17 @@ def _worktrees() -> set[str]:
     return {line.split(" ", 1)[1] for line in out.stdout.splitlines() if line.startswith("worktree ")}
 
 
+def _ref_tree(line: str) -> str:
+    """The REF worktree a run checked out, from its ``ref imports deltaextras from <tree>/shared/...`` line."""
+    assert line.startswith("  ref imports deltaextras from ") and line.endswith("/shared/__init__.py"), line
+    return line.split(" from ", 1)[1].rsplit("/shared/", 1)[0]
+
+
 def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONUNBUFFERED": "1"}
 
 
 def test_quick_run_against_head_prints_the_table_and_removes_its_worktree(tmp_path: Path) -> None:
-    before = _worktrees()
     # the tolerance only keeps the machine's noise out of the exit status: this test asserts no timing
     cmd = [sys.executable, str(AB), "--ref", "HEAD", "--quick", "--only", "import", "--tolerance", "100"]
     done = subprocess.run(
@@ -43,17 +48,16 @@ def test_quick_run_against_head_prints_the_table_and_removes_its_worktree(tmp_pa
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert f"working imports deltaextras from {REPO / 'shared' / '__init__.py'}" in out
-    ref_line = next(line for line in out.splitlines() if "ref imports deltaextras from" in line)
-    assert ref_line.endswith("/ref/shared/__init__.py") and str(REPO) not in ref_line
+    tree = _ref_tree(next(line for line in out.splitlines() if "ref imports deltaextras from" in line))
+    assert tree.endswith("/ref") and not tree.startswith(str(REPO))
     assert "| workload | pairs | wall × | CPU × | peak RSS × | call ×" in out
     row = next(line for line in out.splitlines() if line.startswith("| import |"))
     assert row.startswith("| import | 1 | ") and row.endswith("| ok |")
     assert "exit status 0" in out
-    assert _worktrees() == before
+    assert tree not in _worktrees() and not Path(tree).exists()
 
 
 def test_ctrl_c_ends_the_run_and_removes_the_worktree(tmp_path: Path) -> None:
-    before = _worktrees()
     cmd = [sys.executable, str(AB), "--ref", "HEAD", "--quick", "--only", "import", "--rounds", "10000"]
     proc = subprocess.Popen(
         [*cmd, "--cache", str(tmp_path / "cache")],
@@ -64,17 +68,20 @@ def test_ctrl_c_ends_the_run_and_removes_the_worktree(tmp_path: Path) -> None:
     )
     try:
         assert proc.stdout is not None
+        tree = ""
         for line in proc.stdout:
+            if "ref imports deltaextras from" in line:
+                tree = _ref_tree(line.rstrip("\n"))
             if "import round 2/" in line:
                 break
-        assert len(_worktrees()) == len(before) + 1
+        assert tree in _worktrees()
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode != 0
-    assert _worktrees() == before
+    assert tree not in _worktrees() and not Path(tree).exists()
 
 
 def test_an_interrupted_measurement_ends_its_child() -> None:
