@@ -125,16 +125,16 @@ def sides(ref: str) -> Iterator[tuple[Side, Side, str]]:
 
 
 def describe_working() -> str:
-    """``<short hash>`` of the working tree's HEAD, with ``+ changes`` when it has uncommitted ones."""
+    """``<short hash>`` of the working tree's HEAD, and whether its ``shared/`` has uncommitted changes."""
     head = _git("rev-parse", "--short", "HEAD")
-    dirty = _git("status", "--porcelain", "--untracked-files=no")
-    return f"{head}{' + uncommitted changes' if dirty else ''}"
+    dirty = _git("status", "--porcelain", "--", "shared")
+    return f"{head}{' + uncommitted changes to shared/' if dirty else ''}"
 
 
 # --------------------------------------------------------------------------------------------- workloads
 @dataclass
 class Workload:
-    """How to run one workload: the child's arguments for a table, and how to prepare and check a run."""
+    """One workload: what the child runs (``kind`` and ``args``) on which table, and how a run is checked."""
 
     name: str
     what: str
@@ -142,7 +142,6 @@ class Workload:
     source: Path
     args: tuple[str, ...] = ()
     fresh_copy: bool = True
-    expected: Any = None  # the input's content digest (rewrites) or the child's expected report
     check: Callable[[Path, dict[str, Any]], str | None] | None = None
 
 
