@@ -57,6 +57,20 @@ def test_quick_run_against_head_prints_the_table_and_removes_its_worktree(tmp_pa
     assert tree not in _worktrees() and not Path(tree).exists()
 
 
+def test_a_workload_the_older_commit_cannot_run_reads_n_a_in_its_row(tmp_path: Path) -> None:
+    old = "d354a73"  # the release before clustered tables: it refuses them with UnsupportedFeatureError
+    if subprocess.run(["git", "rev-parse", "--verify", f"{old}^{{commit}}"], cwd=REPO, capture_output=True).returncode:
+        pytest.skip(f"{old} is not in this clone's history")
+    cmd = [sys.executable, str(AB), "--ref", old, "--quick", "--only", "w2-clustered", "--tolerance", "100"]
+    done = subprocess.run(
+        [*cmd, "--cache", str(tmp_path / "cache")], capture_output=True, text=True, timeout=120, env=_env()
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    row = next(line for line in done.stdout.splitlines() if line.startswith("| w2-clustered |"))
+    assert row.startswith("| w2-clustered | 0 | – |")
+    assert "| n/a on REF: UnsupportedFeatureError: the table uses Delta writer feature 'clustering'" in row
+
+
 def test_ctrl_c_ends_the_run_and_removes_the_worktree(tmp_path: Path) -> None:
     cmd = [sys.executable, str(AB), "--ref", "HEAD", "--quick", "--only", "import", "--rounds", "10000"]
     proc = subprocess.Popen(
