@@ -317,6 +317,10 @@ class Result:
         return statistics.median(getattr(p[side], measure) for p in self.pairs)
 
 
+def _x(working: float, ref: float) -> str:
+    return f"{working / ref:.2f}x" if ref > 0 else "-"
+
+
 def run_workload(
     wl: Workload, working: Side, ref: Side, rounds: int, runs_dir: Path, *, warmup: int = 0, timeout: float = 3600.0
 ) -> Result:
@@ -341,10 +345,11 @@ def run_workload(
         res.pairs.append(pair)
         w, r = pair[WORKING], pair[REF]
         print(
-            f"  {wl.name} round {rnd + 1}/{rounds} (load {os.getloadavg()[0]:.1f}, {order[0].name} first): "
-            f"wall {w.wall:.2f} / {r.wall:.2f} s, CPU {w.cpu:.2f} / {r.cpu:.2f} s, "
-            f"peak RSS {w.rss / 2**20:.0f} / {r.rss / 2**20:.0f} MB, call {w.call:.2f} / {r.call:.2f} s "
-            "(working / REF)",
+            f"  {wl.name} round {rnd + 1}/{rounds} (load {os.getloadavg()[0]:.1f}, {order[0].name} first), "
+            "working / REF: "
+            f"wall {w.wall:.2f} / {r.wall:.2f} s = {_x(w.wall, r.wall)}, CPU {w.cpu:.2f} / {r.cpu:.2f} s = "
+            f"{_x(w.cpu, r.cpu)}, peak RSS {w.rss / 2**20:.0f} / {r.rss / 2**20:.0f} MB = {_x(w.rss, r.rss)}, "
+            f"call {w.call:.2f} / {r.call:.2f} s = {_x(w.call, r.call)}",
             flush=True,
         )
     return res
