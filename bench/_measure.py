@@ -120,9 +120,18 @@ def run_measured(
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
-        returncode = child.wait()
+        try:
+            returncode = child.wait()
+        except BaseException:
+            # Ctrl-C or a signal turned into an exception: the child runs in its own session, so it did not
+            # get the interrupt; end it instead of leaving it running on its own
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            raise
+        finally:
+            done.set()
         wall = time.perf_counter() - start
-        done.set()
         sampler.join()
         kernel = _read_maxrss_kb(rss_file.name) * 1024 if GNU_TIME else 0
         return ProcessRun(
