@@ -17,6 +17,7 @@ from deltalake import write_deltalake
 from oracle import assert_layout, engine_checksums, footers, live_adds, scan, sensor_batch
 
 import deltaextras
+from deltaextras.app.config import AppConfig
 from deltaextras.errors import InvalidArgumentError, MessageError
 from deltaextras.ops.rorder.message import RorderMessage
 from deltaextras.ops.rorder.options import DEFAULT_MAX_FOOTER_BYTES, FOOTER_SHARE, RorderOptions
@@ -124,3 +125,14 @@ def test_max_footer_bytes_travels_in_messages_and_bad_values_are_refused() -> No
         RorderOptions.build(max_footer_bytes=0)
     with pytest.raises(MessageError, match="'max_footer_bytes' must be an integer"):
         RorderMessage.from_dict({"path": "/t", "version": 1, "max_footer_bytes": "16KB"})
+
+
+def test_the_function_apps_table_settings_carry_max_footer_bytes() -> None:
+    env = {"DELTAEXTRAS_TABLES": '[{"uri": "s3://lake/sensors", "max_footer_bytes": 4096}]'}
+    table = AppConfig.from_env(env).tables[0]
+    assert table.options.max_footer_bytes == 4096
+    assert table.plan_kwargs()["max_footer_bytes"] == 4096
+    message = RorderMessage.from_dict({"path": table.uri, "version": 1, **table.message_defaults()})
+    assert message.options.max_footer_bytes == 4096
+    plain = AppConfig.from_env({"DELTAEXTRAS_TABLES": '["s3://lake/sensors"]'}).tables[0]
+    assert "max_footer_bytes" not in plain.message_defaults()
