@@ -11,6 +11,7 @@ Everything comes from app settings (environment variables, see :mod:`deltaextras
      "target_file_size": 134217728,       # bytes
      "memory_budget": 201326592,          # bytes of Arrow data held at once
      "max_deleted_rows_ratio": 0.05,
+     "max_footer_bytes": 16384,           # bytes: an output file's Parquet footer stays under this
      "layout": "tiered",                  # "full" (default): rewrite a partition whole; "tiered": incremental
      "storage_options": {}}               # merged over DELTAEXTRAS_STORAGE_OPTIONS for this table
 
@@ -42,7 +43,7 @@ from typing import Any
 from ..core.storage import normalize_uri
 from ..errors import AccessDeniedError, InvalidArgumentError
 from ..ops.rorder.message import GROUP_COMMIT_FROM
-from ..ops.rorder.options import RorderOptions
+from ..ops.rorder.options import DEFAULT_MAX_FOOTER_BYTES, RorderOptions
 from . import settings
 
 _ENTRY_KEYS = {
@@ -55,6 +56,7 @@ _ENTRY_KEYS = {
     "target_file_size",
     "memory_budget",
     "max_deleted_rows_ratio",
+    "max_footer_bytes",
     "layout",
     "storage_options",
     "group_commit_from",
@@ -162,6 +164,8 @@ class TableConfig:
             out["unique_by"] = opts["unique_by"]
         if opts["layout"] != "full":
             out["layout"] = opts["layout"]
+        if opts["max_footer_bytes"] != DEFAULT_MAX_FOOTER_BYTES:
+            out["max_footer_bytes"] = opts["max_footer_bytes"]
         return out
 
     def plan_kwargs(self) -> dict[str, Any]:
@@ -175,6 +179,7 @@ class TableConfig:
             "memory_budget": o.memory_budget,
             "max_deleted_rows_ratio": o.max_deleted_rows_ratio,
             "layout": o.layout,
+            "max_footer_bytes": o.max_footer_bytes,
             "storage_options": dict(self.storage_options) or None,
         }
 

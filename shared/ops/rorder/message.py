@@ -30,6 +30,7 @@ sort_by                str, list of str or [col, order] pairs       order inside
 unique_by              str or list of str                           de-duplication key
 target_file_size       int in [1, 2^63 - 1]                         output file size in bytes
 memory_budget          int in [1, 2^63 - 1]                         Arrow bytes held at once
+max_footer_bytes       int in [1, 2^63 - 1]                         an output file's footer bound in bytes
 max_materialize_size   int in [1, 2^63 - 1]                         accepted for compatibility; ignored
 max_deleted_rows_ratio number in [0, 1]                             purge threshold for deletion vectors
 layout                 "full" or "tiered"                           full rewrite (default) or incremental
@@ -59,7 +60,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import InvalidArgumentError, MessageError, shown
-from .options import MAX_LONG, RorderOptions  # versions and sizes are Delta/Parquet longs
+from .options import DEFAULT_MAX_FOOTER_BYTES, MAX_LONG, RorderOptions  # versions and sizes are Delta/Parquet longs
 from .value_ranges import ValueRange
 
 MESSAGE_VERSION = 2
@@ -84,6 +85,7 @@ _KNOWN = {
     "unique_by",
     "target_file_size",
     "memory_budget",
+    "max_footer_bytes",
     "max_materialize_size",
     "max_deleted_rows_ratio",
     "layout",
@@ -160,7 +162,7 @@ class RorderMessage:
         files = data.get("files")
         if files is not None:
             files = _parse_files(files)
-        for key in ("target_file_size", "memory_budget", "max_materialize_size"):
+        for key in ("target_file_size", "memory_budget", "max_footer_bytes", "max_materialize_size"):
             v = data.get(key)
             if v is not None and (_not_int(v) or not 0 < v <= MAX_LONG):
                 raise MessageError(f"message {key!r} must be an integer from 1 to {MAX_LONG} (bytes), got {_got(v)}")
@@ -230,6 +232,8 @@ class RorderMessage:
             out["unique_by"] = opts["unique_by"]
         for key in ("target_file_size", "memory_budget", "max_deleted_rows_ratio"):
             out[key] = opts[key]
+        if opts["max_footer_bytes"] != DEFAULT_MAX_FOOTER_BYTES:  # default: as older releases read them
+            out["max_footer_bytes"] = opts["max_footer_bytes"]
         if opts["layout"] != "full":  # messages of the default layout stay as older releases read them
             out["layout"] = opts["layout"]
         if self.commit is not None:  # likewise messages that commit alone

@@ -18,6 +18,16 @@ from ...errors import InvalidArgumentError, shown
 
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
 DEFAULT_MEMORY_BUDGET = 96 * 1024 * 1024
+# A file's Parquet footer grows with its row groups x columns (about 125 bytes per column chunk, plus about
+# 45-80 bytes of page index beside it), and readers fetch it before any data (deltalake and Sail twice).
+# Output files roll over before their footer passes this many bytes, or a third of their mean value's
+# bytes when values are larger (FOOTER_SHARE): a point query then reads at most about 1.7x its value's bytes
+# plus 32 KiB. 15,000 nodes of 863 bytes each had made one file with a 7.3 MB footer (docs/options.md).
+DEFAULT_MAX_FOOTER_BYTES = 16 * 1024
+# A file's footer may reach 1/FOOTER_SHARE of its mean value's bytes. Not less: a smaller share splits
+# files of large values below 8 MiB, which Spark's default S3A (analytics) stream fetches whole
+# (docs/query.md: 3.7 MiB objects were read whole, 25x a node's bytes, 7.4 MiB ones by ranges).
+FOOTER_SHARE = 3
 # Like Spark's OPTIMIZE (spark.databricks.delta.optimize.maxDeletedRowsRatio = 0.05), but measured over a
 # whole partition: a partition already in layout is rewritten when deletion vectors hide more than 5 %
 # of its rows.
@@ -139,7 +149,9 @@ class RorderOptions:
     ``by`` is the row-group column (``None``: the partition column minus ``_range``); ``sort_by``
     orders rows inside a value; ``unique_by`` is the de-duplication key; ``target_file_size`` splits
     output files (bytes on storage); ``memory_budget`` bounds the rows held at once (Arrow bytes);
-    ``max_deleted_rows_ratio`` rewrites an in-layout partition whose deletion vectors hide more
+    ``max_footer_bytes`` rolls output files over before their Parquet footer passes this many bytes (or
+    a third of their mean value's bytes, when larger), so a point query does not fetch a footer many times
+    its value; ``max_deleted_rows_ratio`` rewrites an in-layout partition whose deletion vectors hide more
     than this share of its rows; ``layout`` is ``"full"`` (a partition with new files is rewritten whole)
     or ``"tiered"`` (only fresh files and the tiers :mod:`deltaextras.ops.rorder.tiers` merges are rewritten).
     """
@@ -149,6 +161,7 @@ class RorderOptions:
     unique_by: tuple[str, ...] = ()
     target_file_size: int = DEFAULT_TARGET_FILE_SIZE
     memory_budget: int = DEFAULT_MEMORY_BUDGET
+    max_footer_bytes: int = DEFAULT_MAX_FOOTER_BYTES
     max_deleted_rows_ratio: float = DEFAULT_MAX_DELETED_ROWS_RATIO
     layout: str = DEFAULT_LAYOUT
 
@@ -161,7 +174,16 @@ class RorderOptions:
             >>> RorderOptions.from_mapping({"path": "/t", "unique_by": "k"}).unique_by
             ('k',)
         """
-        keys = ("by", "sort_by", "unique_by", "target_file_size", "memory_budget", "max_deleted_rows_ratio", "layout")
+        keys = (
+            "by",
+            "sort_by",
+            "unique_by",
+            "target_file_size",
+            "memory_budget",
+            "max_footer_bytes",
+            "max_deleted_rows_ratio",
+            "layout",
+        )
         return cls.build(**{k: data.get(k) for k in keys})
 
     @classmethod
@@ -175,6 +197,7 @@ class RorderOptions:
         memory_budget: int | None = None,
         max_deleted_rows_ratio: float | None = None,
         layout: str | None = None,
+        max_footer_bytes: int | None = None,
     ) -> RorderOptions:
         """Validate loosely typed options (as users and messages give them).
 
@@ -200,6 +223,9 @@ class RorderOptions:
             memory_budget=_positive_int(
                 DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget, "memory_budget"
             ),
+            max_footer_bytes=_positive_int(
+                DEFAULT_MAX_FOOTER_BYTES if max_footer_bytes is None else max_footer_bytes, "max_footer_bytes"
+            ),
             max_deleted_rows_ratio=float(ratio),
             layout=layout,
         )
@@ -217,6 +243,7 @@ class RorderOptions:
             "unique_by": list(self.unique_by),
             "target_file_size": self.target_file_size,
             "memory_budget": self.memory_budget,
+            "max_footer_bytes": self.max_footer_bytes,
             "max_deleted_rows_ratio": self.max_deleted_rows_ratio,
             "layout": self.layout,
         }

@@ -289,6 +289,7 @@ def plan_units(
     memory_budget: int | None = None,
     max_deleted_rows_ratio: float | None = None,
     layout: str | None = None,
+    max_footer_bytes: int | None = None,
     storage_options: dict[str, str] | None = None,
     version: int | None = None,
     snapshot: TableSnapshot | None = None,
@@ -327,6 +328,7 @@ def plan_units(
         memory_budget=memory_budget,
         max_deleted_rows_ratio=max_deleted_rows_ratio,
         layout=layout,
+        max_footer_bytes=max_footer_bytes,
     )
     scheme = scheme_for(head, options.by)
     for c, _ in options.sort_by:
@@ -363,6 +365,7 @@ def plan_table(
     memory_budget: int | None = None,
     max_deleted_rows_ratio: float | None = None,
     layout: str | None = None,
+    max_footer_bytes: int | None = None,
     storage_options: dict[str, str] | None = None,
     version: int | None = None,
     snapshot: TableSnapshot | None = None,
@@ -384,6 +387,7 @@ def plan_table(
         memory_budget=memory_budget,
         max_deleted_rows_ratio=max_deleted_rows_ratio,
         layout=layout,
+        max_footer_bytes=max_footer_bytes,
         storage_options=storage_options,
         version=version,
         snapshot=snapshot,

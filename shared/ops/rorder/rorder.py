@@ -626,6 +626,7 @@ def rorder(
     memory_budget: int | None = None,
     max_deleted_rows_ratio: float | None = None,
     layout: str | None = None,
+    max_footer_bytes: int | None = None,
     max_workers: int | None = None,
     storage_options: dict[str, str] | None = None,
     progress: Callable[[PartitionReport], None] | None = None,
@@ -645,7 +646,8 @@ def rorder(
     ``max_materialize_size`` is accepted for compatibility and ignored: memory is bounded by
     ``memory_budget``. ``layout="tiered"`` rewrites only each partition's fresh files and the tiers
     the size-tiered policy merges (:mod:`deltaextras.ops.rorder.tiers`); the default ``"full"`` rewrites a
-    partition with new files whole.
+    partition with new files whole. ``max_footer_bytes`` (default 16 KiB) bounds each output file's Parquet
+    footer: a unit of many small values is written as several files, each found by its ``by`` statistics.
 
     Example:
         >>> import tempfile, pyarrow as pa
@@ -667,6 +669,7 @@ def rorder(
         memory_budget=memory_budget,
         max_deleted_rows_ratio=max_deleted_rows_ratio,
         layout=layout,
+        max_footer_bytes=max_footer_bytes,
         storage_options=storage_options,
         files="rewrite",
     )

@@ -4,6 +4,7 @@ whole before it is reported, and what a rewrite produced (:class:`RewriteResult`
 from __future__ import annotations
 
 import contextlib
+import io
 import itertools
 import os
 import shutil
@@ -21,8 +22,11 @@ import pyarrow.parquet as pq
 
 from ....core.stats import StatsCollector
 from ....errors import CorruptDataError
+from ..options import FOOTER_SHARE
 
 ROW_GROUP_MAX_BYTES = 128 * 1024 * 1024
+SAMPLE_ROWS = 4096  # rows of the first value written to measure a row group's footer bytes
+OFFSETS_PER_CHUNK = 5  # file offsets a column chunk's footer entry names (chunk, data, dictionary, two indexes)
 _HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 _HIVE_SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
@@ -106,9 +110,72 @@ def partition_dir(partition_values: dict[str, str | None], physical: dict[str, s
     return "/".join(parts)
 
 
+class FooterGauge:
+    """Estimates the footer a file of ``n`` row groups gets: the bytes of a file without row groups plus a
+    row group's share, measured once on a sample value (at most ``SAMPLE_ROWS`` of its rows) written with the
+    same settings, and raised to the largest share a finished file showed (its string statistics may be
+    longer than the sample's). A row group's entry names file offsets (about five a column chunk), whose
+    varints grow as the file does: the sample's share is corrected for the offsets of a file of the size given.
+
+    Example:
+        >>> gauge = FooterGauge(pa.table({"k": [1], "v": [0.5]}), {})
+        >>> 0 < gauge.base < gauge.bytes(1, 0) < gauge.bytes(2, 0) < gauge.bytes(2, 1 << 30)
+        True
+    """
+
+    def __init__(self, sample: pa.Table, props: dict[str, Any]) -> None:
+        self.base, _, _ = _footer_size(sample.slice(0, 0), props, groups=0)
+        one, self.sample_bytes, leaves = _footer_size(sample.slice(0, SAMPLE_ROWS), props, groups=1)
+        self.per_group = max(1.0, one - self.base)
+        self.offsets = OFFSETS_PER_CHUNK * leaves + 1
+        self.learned = False
+
+    def bytes(self, groups: int, file_bytes: int) -> float:
+        """The estimated footer of a file of ``groups`` row groups and ``file_bytes`` bytes of data."""
+        per_group = self.per_group
+        if not self.learned:
+            per_group += self.offsets * max(0, _varint_len(file_bytes) - _varint_len(self.sample_bytes))
+        return self.base + groups * per_group
+
+    def learn(self, footer: int, groups: int) -> None:
+        """Take in a finished file's footer."""
+        if groups:
+            share = (footer - self.base) / groups
+            self.per_group = share if not self.learned else max(self.per_group, share)
+            self.learned = True
+
+
+def _varint_len(offset: int) -> int:
+    """Bytes of a file offset in the footer (a zigzag varint)."""
+    return max(1, -(-(2 * offset + 1).bit_length() // 7))
+
+
+def footer_budget(max_footer_bytes: int, data_bytes: int, values: int) -> float:
+    """The footer a file may reach: ``max_footer_bytes``, or ``1/FOOTER_SHARE`` of its mean value's bytes
+    when that is more (values large enough that their footer entries are noise beside them).
+
+    Example:
+        >>> footer_budget(16384, data_bytes=30_000, values=30), footer_budget(16384, 3 << 20, 16)
+        (16384, 65536.0)
+    """
+    return max(max_footer_bytes, data_bytes / max(1, values) / FOOTER_SHARE)
+
+
+def _footer_size(rows: pa.Table, props: dict[str, Any], groups: int) -> tuple[int, int, int]:
+    """(footer bytes, file bytes, leaf columns) of ``rows`` written as ``groups`` (0 or 1) row groups."""
+    buf = io.BytesIO()
+    with pq.ParquetWriter(buf, rows.schema, **props) as writer:
+        if groups:
+            writer.write_table(rows)
+    md = pq.ParquetFile(io.BytesIO(buf.getvalue())).metadata
+    return md.serialized_size, len(buf.getvalue()), md.num_columns
+
+
 class OutputWriter:
-    """Writes value runs into files that roll over at ``target_file_size`` on value boundaries (used by
-    :class:`deltaextras.ops.rorder.rewrite.rewrite.PartitionRewriter`, whose module example shows a whole rewrite)."""
+    """Writes value runs into files that roll over at ``target_file_size`` on value boundaries, and before
+    their footer passes :func:`footer_budget` (used by
+    :class:`deltaextras.ops.rorder.rewrite.rewrite.PartitionRewriter`, whose module example shows a whole
+    rewrite)."""
 
     def __init__(self, rewriter: Any, props: dict[str, Any]) -> None:
         # rewriter: the PartitionRewriter (snapshot, partition_values, storage, target, statistics columns,
@@ -131,6 +198,8 @@ class OutputWriter:
         self._stats: StatsCollector | None = None
         self._rows = 0
         self._groups = 0
+        self._values = 0
+        self._gauge: FooterGauge | None = None
         self._next_cut = 0  # index of the first cut this file's values are below
         self._nulls = False  # whether this file holds the null value
 
@@ -166,15 +235,26 @@ class OutputWriter:
             stats_columns=self.rw.stats_columns,
             always=(self.rw.by,),
         )
-        self._rows = self._groups = 0
+        self._rows = self._groups = self._values = 0
+
+    def _footer_full(self) -> bool:
+        """Whether one more row group would take this file's footer near its budget (within a row group's
+        share: the estimate is a mean, a file's statistics vary)."""
+        assert self._gauge is not None
+        data = self._sink.tell()
+        budget = footer_budget(self.rw.options.max_footer_bytes, data, self._values)
+        return self._gauge.bytes(self._groups + 2, data) > budget
 
     def write_values(self, table: pa.Table, ends: list[int]) -> int:
         """Write consecutive values of ``table`` — value k is rows ``ends[k]`` to ``ends[k + 1]`` (offsets
         into ``table``) — a row group each (more when one is larger than ``ROW_GROUP_MAX_BYTES``),
-        rolling over to a new file at ``target_file_size``; returns the values written. Statistics
+        rolling over to a new file at ``target_file_size`` or before the footer passes its budget
+        (:func:`footer_budget`); returns the values written. Statistics
         are folded once per file's share of the table, not once per value.
         """
         first = ends[0]  # the first row of the table not yet in a file's statistics
+        if self._gauge is None and len(ends) > 1:
+            self._gauge = FooterGauge(table.slice(ends[0], ends[1] - ends[0]), self.props)
         for a, b in itertools.pairwise(ends):
             if self.rw.cuts and self._crosses(table, a) and self._writer is not None:
                 if a > first:
@@ -191,7 +271,8 @@ class OutputWriter:
                 self._writer.write_table(value, row_group_size=min(cap, max(1, value.num_rows)))
             self._groups += -(-value.num_rows // cap)
             self._rows += value.num_rows
-            if self._sink.tell() >= self.rw.options.target_file_size:
+            self._values += 1
+            if self._sink.tell() >= self.rw.options.target_file_size or self._footer_full():
                 self._fold(table.slice(first, b - first))
                 self._finish()
         if self._writer is not None and ends[-1] > first:
@@ -211,6 +292,8 @@ class OutputWriter:
         md = pq.ParquetFile(self._local_path).metadata  # re-open: the file must read back whole
         if md.num_rows != self._rows:
             raise CorruptDataError(f"written file {self._key} reads back {md.num_rows} rows, not {self._rows}")
+        if self._gauge is not None:
+            self._gauge.learn(md.serialized_size, md.num_row_groups)
         size = os.path.getsize(self._local_path)
         if self.local is None:
             try:
