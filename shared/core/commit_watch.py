@@ -14,7 +14,7 @@ in one object, read once per process. The poll interval grows from
 Example:
     >>> import tempfile
     >>> from deltaextras.core.storage import TableStorage
-    >>> watch_for(TableStorage(tempfile.mkdtemp())).waiting
+    >>> watch_for(TableStorage(tempfile.mkdtemp()), "table-id").waiting
     set()
 """
 
@@ -32,7 +32,7 @@ from .actions import now_ms
 from .commit_policy import CommitPolicy
 from .log import commit_key
 from .staged import OUTCOME_DIR, Outcomes, StagedCommit, UnitOutcome, written_at
-from .storage import TableStorage
+from .storage import TableStorage, table_key
 
 OUTCOMES_TTL = 3600.0  # seconds an outcomes object is kept: far beyond any unit's wait
 Turn = Callable[[int], bool]  # run the committer for a version if this process may; whether it did
@@ -187,12 +187,17 @@ _watches: dict[str, Watch] = {}
 _watches_lock = threading.Lock()
 
 
-def watch_for(storage: TableStorage) -> Watch:
-    """This process's watch of the table at ``storage`` (reached with the same storage options)."""
-    key = storage.uri + "\n" + repr(sorted((storage.storage_options or {}).items()))
+def watch_for(storage: TableStorage, table_id: str) -> Watch:
+    """This process's watch of the table with ``metaData.id`` ``table_id`` at ``storage`` (reached with the
+    same storage options). A table re-created at the same path gets a new watch (the log versions it saw
+    and the turns it took belong to the old table), and the old one is dropped once no unit waits on it."""
+    key = table_key(storage, table_id)
     with _watches_lock:
         watch = _watches.get(key)
         if watch is None:
+            for other in [k for k, w in _watches.items() if k.startswith(storage.location_key + "\n")]:
+                if not _watches[other].waiting:
+                    del _watches[other]
             watch = _watches[key] = Watch(storage)
         return watch
 

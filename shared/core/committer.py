@@ -45,6 +45,7 @@ from .conflicts import UNIT_TXN_IDS, Conflict, IsolationLevel, ReadSet, Winner, 
 from .log import commit_key
 from .snapshot import TableSnapshot
 from .staged import STAGED_DIR, Outcomes, StagedCommit, UnitOutcome, decode_staged
+from .storage import table_key
 from .transaction import Transaction
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,11 @@ log = logging.getLogger(__name__)
 IO_THREADS = 32
 CACHE_VERSIONS = 4096
 
+# Commits read by any committer of this process, by (table key, version): the table key names the location,
+# the storage options and the table's metaData.id (:func:`~deltaextras.core.storage.table_key`), so a table
+# re-created at the same path, or another table at the same path in another account, never reads a commit of
+# the other from here. A version of one table never changes once written (put-if-absent), so an entry stays
+# right for as long as that table lives.
 _cache: OrderedDict[tuple[str, int], Winner] = OrderedDict()
 _cache_lock = threading.Lock()
 
@@ -69,6 +75,7 @@ class Committer:
     ) -> None:
         self.snapshot = snapshot
         self.storage = snapshot.storage
+        self.table_key = table_key(self.storage, snapshot.metadata.id)
         self.policy = policy
         self.after_publish = after_publish
         self.on_record: Callable[[Outcomes], None] | None = None
@@ -164,7 +171,7 @@ class Committer:
 
     def winner(self, version: int) -> Winner | None:
         """The commit at ``version``, reduced to what the conflict rules of a unit look at (cached)."""
-        key = (self.storage.uri, version)
+        key = (self.table_key, version)
         with _cache_lock:
             if key in _cache:
                 _cache.move_to_end(key)

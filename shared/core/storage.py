@@ -177,6 +177,20 @@ DELETE_BATCH = 128  # keys per batched delete (Azure allows 256 per blob batch, 
 DELETE_THREADS = 8
 
 
+def table_key(storage: TableStorage, table_id: str) -> str:
+    """The key of state kept across calls about one table: its location with its storage options
+    (:attr:`TableStorage.location_key`) and its identity, the ``metaData.id`` every version of the table
+    carries. A table deleted and created again at the same path has a new id, so it starts clean.
+
+    Example:
+        >>> import tempfile
+        >>> storage = TableStorage(tempfile.mkdtemp())
+        >>> table_key(storage, "a") == table_key(storage, "b")
+        False
+    """
+    return storage.location_key + "\n" + table_id
+
+
 class TableStorage:
     """Byte-level access to everything under one table root.
 
@@ -210,6 +224,20 @@ class TableStorage:
                 ) from None
 
     normalize = staticmethod(normalize_uri)
+
+    @property
+    def location_key(self) -> str:
+        """The table's location with the storage options that reach it: two tables at one container path
+        in two accounts (or behind two endpoints) have two keys. Keys state a process keeps across calls,
+        together with the table's identity (:func:`table_key`).
+
+        Example:
+            >>> import tempfile
+            >>> root = tempfile.mkdtemp()
+            >>> TableStorage(root).location_key == TableStorage(root, {"timeout": "5s"}).location_key
+            False
+        """
+        return self.uri + "\n" + repr(sorted(self.storage_options.items()))
 
     # ------------------------------------------------------------------ URIs
     @property
