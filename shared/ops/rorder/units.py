@@ -200,7 +200,7 @@ def scheme_for(head: LogHead | TableSnapshot, by: str | None, partition_name: st
     Example:
         >>> from types import SimpleNamespace as NS
         >>> head = NS(partition_columns=["k_range"], protocol=NS(has_feature=lambda f: False),
-        ...           schema=NS(column=lambda c, what: NS(physical=c), partition_type=lambda c: None))
+        ...           schema=NS(column=lambda c, what: NS(physical=c, delta_type="long"), partition_type=lambda c: None))
         >>> scheme_for(head, None)
         PartitionScheme(column='k_range', by='k', kind=<UnitKind.PARTITION: 'partition'>)
     """
@@ -241,8 +241,27 @@ def resolve_unit(
             )
         by = unit[: -len(RANGE_SUFFIX)]
     column = snapshot.schema.column(by, "by")
+    _check_orders(by, column.delta_type)
     check_clustering(snapshot.protocol, getattr(snapshot, "domains", {}), by, column.physical)
     return unit, by
+
+
+def _check_orders(by: str, delta_type: Any) -> None:
+    """Refuses a ``by`` column whose values do not order (an array, a struct, a map, a variant): a row group
+    per value, value ranges and statistics need values that compare as Spark compares them.
+
+    Example:
+        >>> _check_orders("tags", {"type": "array", "elementType": "string", "containsNull": True})
+        Traceback (most recent call last):
+        ...
+        deltaextras.errors.InvalidArgumentError: by column 'tags' is of type array, whose values do not order; ...
+    """
+    kind = delta_type.get("type", "nested") if isinstance(delta_type, dict) else str(delta_type)
+    if isinstance(delta_type, dict) or kind == "variant":
+        raise InvalidArgumentError(
+            f"by column {by!r} is of type {kind}, whose values do not order; name a column of a primitive type "
+            "(an integer, a date, a timestamp, a string, a decimal, ...)"
+        )
 
 
 def _clustering_by(snapshot: Any) -> str | None:

@@ -46,6 +46,7 @@ def permutation(table: pa.Table, by: str, inner: list[tuple[str, str, str]]) -> 
     if not inner:
         return order, runs
     keys = table.select([name for name, _, _ in inner])
+    nan_keys = any(o == "descending" and pa.types.is_floating(keys.schema.field(n).type) for n, o, _ in inner)
     perm = np.empty_like(order)
 
     def sort_run(bounds: tuple[int, int]) -> None:
@@ -61,7 +62,9 @@ def permutation(table: pa.Table, by: str, inner: list[tuple[str, str, str]]) -> 
             idx = np.argsort(plain)
             perm[start:end] = order[start + (idx[::-1] if inner[0][1] == "descending" else idx)]
             return
-        if len(inner) == 1:
+        if nan_keys:
+            idx = pc.sort_indices(*nan_first(part, inner))
+        elif len(inner) == 1:
             idx = pc.array_sort_indices(part.column(0), order=inner[0][1], null_placement="at_end")
         else:
             idx = pc.sort_indices(part, sort_keys=inner)
@@ -75,6 +78,28 @@ def permutation(table: pa.Table, by: str, inner: list[tuple[str, str, str]]) -> 
     with HelperPool(SORT_THREADS) as pool:
         list(pool.map(sort_runs, value_groups(runs, -(-len(order) // SORT_THREADS))))
     return perm, runs
+
+
+def nan_first(part: pa.Table, inner: list[tuple[str, str, str]]) -> tuple[pa.Table, list[tuple[str, str, str]]]:
+    """The rows and sort keys that order a descending float column as Spark does: NaN is the greatest value,
+    so it comes first, then ``+inf`` down to ``-inf``, nulls last. Arrow puts NaN beside the nulls at the end
+    in both directions; an ``is NaN`` key sorted descending before each such column moves it to the front.
+
+    Example:
+        >>> t = pa.table({"f": [1.0, None, float("nan"), float("inf"), -0.0]})
+        >>> rows, keys = nan_first(t, [("f", "descending", "at_end")])
+        >>> t.take(pc.sort_indices(rows, sort_keys=keys)).column("f").to_pylist()
+        [nan, inf, 1.0, -0.0, None]
+    """
+    keys: list[tuple[str, str, str]] = []
+    for i, (name, order, placement) in enumerate(inner):
+        column = part.column(name)
+        if order == "descending" and pa.types.is_floating(column.type):
+            flag = f"\x00nan{i}"
+            part = part.append_column(flag, pc.is_nan(column))  # null for a null: stays last
+            keys.append((flag, "descending", placement))
+        keys.append((name, order, placement))
+    return part, keys
 
 
 def packable(schema: pa.Schema, by: str, inner: list[tuple[str, str, str]]) -> bool:
