@@ -165,6 +165,26 @@ def _tiered(table: Path) -> str | None:
     return None
 
 
+def _deleted(build: Any, run: bool) -> Any:
+    """A layout after a one-node DELETE with deletion vectors (node 7: a vector in the file that holds it),
+    and with ``run`` the next run of the same layout after it (which purges the vector)."""
+
+    def deleted(table: Path) -> str | None:
+        import deltaextras
+
+        reason = build(table)
+        if reason is not None:
+            return reason
+        deltaextras.enable_deletion_vectors(str(table))
+        deltaextras.delete(str(table), "node_id = 7")
+        if run:
+            layout = "tiered" if build is _tiered else "full"
+            _rorder(table, layout=layout)
+        return None
+
+    return deleted
+
+
 def _rorder_sized(mib: int) -> Any:
     def build(table: Path) -> str | None:
         return _rorder(table, target_file_size=mib * 2**20)
@@ -179,6 +199,10 @@ BUILDERS: dict[str, Any] = {
     "rorder": _rorder,
     "tiered": _tiered,
     "rorder-stale": _rorder_stale,
+    "rorder+dv": _deleted(_rorder, run=False),
+    "rorder+dv+run": _deleted(_rorder, run=True),
+    "tiered+dv": _deleted(_tiered, run=False),
+    "tiered+dv+run": _deleted(_tiered, run=True),
 }
 
 

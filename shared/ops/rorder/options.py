@@ -20,18 +20,22 @@ DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
 DEFAULT_MEMORY_BUDGET = 96 * 1024 * 1024
 # A file's Parquet footer grows with its row groups x columns (about 125 bytes per column chunk, plus about
 # 45-80 bytes of page index beside it), and readers fetch it before any data (deltalake and Sail twice).
-# Output files roll over before their footer passes this many bytes, or a third of their mean value's
-# bytes when values are larger (FOOTER_SHARE): a point query then reads at most about 1.7x its value's bytes
-# plus 32 KiB. 15,000 nodes of 863 bytes each had made one file with a 7.3 MB footer (docs/options.md).
+# Output files roll over before their footer passes this many bytes, or a quarter of their mean value's
+# bytes when values are larger (FOOTER_SHARE): a point query then reads at most about 1.5x its value's bytes
+# (the footer twice) plus 32 KiB. 15,000 nodes of 863 bytes each had made one file with a 7.3 MB footer
+# (docs/options.md).
 DEFAULT_MAX_FOOTER_BYTES = 16 * 1024
-# A file's footer may reach 1/FOOTER_SHARE of its mean value's bytes. Not less: a smaller share splits
-# files of large values below 8 MiB, which Spark's default S3A (analytics) stream fetches whole
-# (docs/query.md: 3.7 MiB objects were read whole, 25x a node's bytes, 7.4 MiB ones by ranges).
-FOOTER_SHARE = 3
-# Like Spark's OPTIMIZE (spark.databricks.delta.optimize.maxDeletedRowsRatio = 0.05), but measured over a
-# whole partition: a partition already in layout is rewritten when deletion vectors hide more than 5 %
-# of its rows.
-DEFAULT_MAX_DELETED_ROWS_RATIO = 0.05
+# A file's footer may reach 1/FOOTER_SHARE of its mean value's bytes: fetched twice, half the value's bytes.
+# Not less: a smaller share splits files of large values below 8 MiB, which Spark's default S3A (analytics)
+# stream fetches whole (docs/query.md: 3.7 MiB objects were read whole, 25x a node's bytes, 7.4 MiB ones by
+# ranges); W2's 150 values of 151 KiB stay two files of 11 MiB.
+FOOTER_SHARE = 4
+# Any deletion vector: the next run rewrites the files that carry one. deltalake (1.6) turns Parquet
+# predicate pushdown off for a whole scan once a scanned file carries a deletion vector, so one vector
+# costs every point query through it the whole table's bytes until it is purged (docs/deletes.md). Spark's
+# OPTIMIZE waits for 5 % (spark.databricks.delta.optimize.maxDeletedRowsRatio), which suits readers that
+# prune with vectors (Spark, Sail): set max_deleted_rows_ratio=0.05 where only those read.
+DEFAULT_MAX_DELETED_ROWS_RATIO = 0.0
 ORDERS = ("ascending", "descending")
 # "full": every run rewrites a partition with new files whole; "tiered": a run rewrites only the fresh files
 # and the settled runs the size-tiered policy merges (see deltaextras.ops.rorder.tiers).
@@ -150,7 +154,7 @@ class RorderOptions:
     orders rows inside a value; ``unique_by`` is the de-duplication key; ``target_file_size`` splits
     output files (bytes on storage); ``memory_budget`` bounds the rows held at once (Arrow bytes);
     ``max_footer_bytes`` rolls output files over before their Parquet footer passes this many bytes (or
-    a third of their mean value's bytes, when larger), so a point query does not fetch a footer many times
+    a quarter of their mean value's bytes, when larger), so a point query does not fetch a footer many times
     its value; ``max_deleted_rows_ratio`` rewrites an in-layout partition whose deletion vectors hide more
     than this share of its rows; ``layout`` is ``"full"`` (a partition with new files is rewritten whole)
     or ``"tiered"`` (only fresh files and the tiers :mod:`deltaextras.ops.rorder.tiers` merges are rewritten).

@@ -14,7 +14,9 @@ appends, outputs of another layout). A run rewrites:
   key (``by`` + ``unique_by``) to a fresh row only if, on every key column, its statistics range overlaps
   the fresh files' range (or both hold nulls). A file disjoint on any key column is never read; a file or a
   fresh file without usable statistics for a key column joins;
-* settled files whose deletion vectors hide more than ``max_deleted_rows_ratio`` of their rows.
+* settled files whose deletion vectors hide more than ``max_deleted_rows_ratio`` of their rows (by default
+  any file that carries a deletion vector: readers such as deltalake stop pruning once a scanned file
+  carries one); only those files of their run, the run's other files stay as they are.
 
 Each run's output has every value in its own row group(s), so a point query reads at most T row groups
 (one per run), each holding only that value.
@@ -136,11 +138,15 @@ def select_files(files: list[LiveFile], schema: TableSchema, by: str, options: R
         else:
             sel.fresh.append(f)
     sel.runs_before = len(runs)
-    purge = {r for r, fs in runs.items() if _too_many_deleted(fs, options.max_deleted_rows_ratio)}
-    if not sel.fresh and not purge:
+    sel.purged = [f for fs in runs.values() for f in fs if _too_many_deleted([f], options.max_deleted_rows_ratio)]
+    if not sel.fresh and not sel.purged:
         sel.runs_after = len(runs)
         return sel
-    chosen = set(purge)
+    purged = {f.path for f in sel.purged}
+    # a run whose every file is purged leaves no run behind; one that keeps files stays a run
+    emptied = {r for r, fs in runs.items() if all(f.path in purged for f in fs)}
+    runs = {r: [f for f in fs if f.path not in purged] for r, fs in runs.items() if r not in emptied}
+    chosen: set[str] = set()
     if sel.fresh and options.unique_by:
         keys = list(dict.fromkeys([by, *options.unique_by]))
         fresh_ranges = _ranges(sel.fresh, schema, keys)
@@ -148,8 +154,6 @@ def select_files(files: list[LiveFile], schema: TableSchema, by: str, options: R
             if r not in chosen and any(_may_share_keys(f, fresh_ranges, schema, keys) for f in fs):
                 chosen.add(r)
                 sel.overlapping.extend(fs)
-    for r in purge:
-        sel.purged.extend(runs[r])
     # Runs are sized in rows (the fresh files' bytes say little about the size of their rewrite: other
     # codecs, other encodings); in bytes when a file's statistics lack numRecords.
     size = _rows if all(f.num_records is not None for f in files) else _bytes

@@ -471,14 +471,15 @@ def test_rorder_purges_vectors_and_vacuum_cleans_them(tmp_path: Path) -> None:
     delete(uri, "node_id = 3", inline_max_bytes=0)  # 1 node of 10 in partition 0: above 5 %
     few = delete(uri, "node_id = 12 AND value < 0", inline_max_bytes=0)  # a few rows of partition 1: below
     assert 0 < few.rows_deleted < 9
-    plan = {p.partition_value: p for p in plan_table(uri).partitions}
+    assert all(p.action == "rewrite" for p in plan_table(uri).partitions)  # by default: any vector
+    plan = {p.partition_value: p for p in plan_table(uri, max_deleted_rows_ratio=0.05).partitions}
     assert plan["0"].action == "rewrite" and plan["1"].action == "skip"
     assert "under the 5% threshold" in plan["1"].reason
     content = _ours(uri, {})
     vector_files = {p.name for p in Path(uri).glob("deletion_vector_*.bin")}
     assert len(vector_files) == 2
 
-    report = rorder(uri, max_workers=1)
+    report = rorder(uri, max_workers=1, max_deleted_rows_ratio=0.05)
     assert [p.status for p in report] == ["committed", "skipped"]
     assert report[0].deleted_rows_purged > 0
     snap = load_snapshot(TableStorage(uri))
@@ -533,7 +534,7 @@ def test_vacuum_keeps_live_vectors_and_deletes_the_rest(backend: Backend) -> Non
     delete(uri, "node_id = 3", storage_options=opts, inline_max_bytes=0)  # partition 0: purged below
     delete(uri, "node_id = 12 AND value < 0", storage_options=opts, inline_max_bytes=0)  # partition 1: stays
     delete(uri, "node_id = 13 AND value < 0", storage_options=opts, inline_max_bytes=0)  # replaces that vector
-    rorder(uri, storage_options=opts, max_workers=1)
+    rorder(uri, storage_options=opts, max_workers=1, max_deleted_rows_ratio=0.05)  # partition 1 stays
     content = _ours(uri, opts)
     live_vector = {f.dv.path_or_inline_dv for f in load_snapshot(TableStorage(uri, opts)).files if f.dv is not None}
     assert len(live_vector) == 1
