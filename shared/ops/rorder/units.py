@@ -199,8 +199,9 @@ def scheme_for(head: LogHead | TableSnapshot, by: str | None, partition_name: st
 
     Example:
         >>> from types import SimpleNamespace as NS
+        >>> column = lambda c, what: NS(physical=c, delta_type="long")
         >>> head = NS(partition_columns=["k_range"], protocol=NS(has_feature=lambda f: False),
-        ...           schema=NS(column=lambda c, what: NS(physical=c, delta_type="long"), partition_type=lambda c: None))
+        ...           schema=NS(column=column, partition_type=lambda c: None))
         >>> scheme_for(head, None)
         PartitionScheme(column='k_range', by='k', kind=<UnitKind.PARTITION: 'partition'>)
     """

@@ -156,7 +156,7 @@ def footer_budget(max_footer_bytes: int, data_bytes: int, values: int) -> float:
 
     Example:
         >>> footer_budget(16384, data_bytes=30_000, values=30), footer_budget(16384, 3 << 20, 16)
-        (16384, 65536.0)
+        (16384, 49152.0)
     """
     return max(max_footer_bytes, data_bytes / max(1, values) / FOOTER_SHARE)
 
