@@ -16,6 +16,7 @@ import json
 import logging
 import math
 import os
+import signal
 import sys
 import tempfile
 import threading
@@ -394,6 +395,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``deltaextras`` command."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    previous = _stop_on_sigterm()
+    try:
+        return _main(parser, args)
+    finally:
+        _restore(previous)
+
+
+def _main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
@@ -478,13 +487,41 @@ def _partitions_running() -> bool:
 
 
 def _interrupted() -> int:
-    """Exit status 130 after Ctrl-C. Partitions abandoned before their commit may still be running on
-    worker threads (they can no longer commit): leave now rather than wait for them at interpreter exit."""
+    """Exit status 130 after Ctrl-C, 143 after SIGTERM. Partitions abandoned before their commit may still
+    be running on worker threads (they can no longer commit): leave now rather than wait for them at
+    interpreter exit."""
+    code = 128 + _stopped_by[0]
     if _partitions_running():
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(130)
-    return 130
+        os._exit(code)
+    return code
+
+
+# The signal that stopped the command: SIGINT (Ctrl-C) unless SIGTERM came (a scheduler, a container runtime
+# or the Functions host stopping it), which the command line handles as Ctrl-C.
+_stopped_by = [int(signal.SIGINT)]
+
+
+def _on_sigterm(signum: int, _frame: Any) -> None:
+    _stopped_by[0] = signum
+    raise KeyboardInterrupt
+
+
+def _stop_on_sigterm() -> Any:
+    """SIGTERM handled like Ctrl-C for the command's lifetime (commits under way finish, nothing new
+    starts, a summary, exit 143); the handler it replaces, to restore. Only the command line does this:
+    the library installs no signal handler."""
+    _stopped_by[0] = int(signal.SIGINT)
+    try:
+        return signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread: leave signals alone
+        return None
+
+
+def _restore(previous: Any) -> None:
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

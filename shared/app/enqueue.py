@@ -2,8 +2,11 @@
 work queue, outside the orchestrator's schedule.
 
 * ``--partition V`` writes the message an operator would write by hand, ``{"path": ..., "partition_value":
-  V}``: no table access here; the worker plans that partition from the current snapshot with the
-  table's configured options (options given on the command line go into the message and win).
+  V}``, once the table shows live files in that partition (a partition without any has nothing to
+  rewrite: refused in one line, nothing sent); the worker plans that partition from the then current
+  snapshot with the table's configured options (options given on the command line go into the message and
+  win). The queue is asked first: a queue that cannot be reached or does not exist fails in one line
+  within seconds, nothing sent.
 * ``--all`` plans the table now and sends one message per partition that is not in layout, exactly as
   the orchestrator does.
 
@@ -75,8 +78,10 @@ def build_messages(
     storage_options: Mapping[str, str] | None = None,
     env: Mapping[str, str] | None = None,
     require_configured: bool = False,
+    check_partitions: bool = False,
 ) -> list[str]:
-    """The message bodies (JSON text) for the chosen partitions of ``table``.
+    """The message bodies (JSON text) for the chosen partitions of ``table``; ``check_partitions``: each
+    named partition must have live files in the table now (one line naming the known values otherwise).
 
     ``options`` (``by``, ``sort_by``, ``unique_by``, ``target_file_size``, ``memory_budget``,
     ``max_deleted_rows_ratio``, ``layout``) go into the messages; with ``all_partitions`` they also drive the plan,
@@ -93,6 +98,8 @@ def build_messages(
         if storage_options is not None:
             kwargs["storage_options"] = {**(kwargs.get("storage_options") or {}), **storage_options}
         return [m.to_json() for m in plan_units(uri, **kwargs).messages()]
+    if check_partitions and not partition_name:  # a named partition column is the worker's to resolve
+        _check_partitions(uri, configured, partitions or [], storage_options)
     bodies = []
     for value in partitions or []:
         data: dict[str, Any] = {"path": uri, "partition_value": partition_value_to_str(value)}
@@ -104,19 +111,43 @@ def build_messages(
     return bodies
 
 
-def open_sender(env: Mapping[str, str] | None = None, *, queue: str | None = None, sqs_url: str | None = None) -> Send:
-    """The ``send`` callable for the configured queue: SQS when a queue URL is given or set, else Azure."""
+def _check_partitions(
+    uri: str,
+    configured: TableConfig | None,
+    partitions: Sequence[Any],
+    storage_options: Mapping[str, str] | None,
+) -> None:
+    """Refuses a partition that holds no live file at the table's current version: a worker would find
+    nothing to rewrite in it (a typo, or a range no node reaches). The table is planned for those
+    partitions only, as the worker will."""
+    kwargs: dict[str, Any] = configured.plan_kwargs() if configured else {}
+    if storage_options is not None:
+        kwargs["storage_options"] = {**(kwargs.get("storage_options") or {}), **storage_options}
+    plan_units(uri, partitions=list(partitions), **kwargs)
+
+
+def open_sender(
+    env: Mapping[str, str] | None = None, *, queue: str | None = None, sqs_url: str | None = None, check: bool = False
+) -> Send:
+    """The ``send`` callable for the configured queue: SQS when a queue URL is given or set, else Azure.
+    ``check``: ask the queue first, with few retries, and fail in one line when it cannot be reached or
+    does not exist (nothing is sent then)."""
     env = os.environ if env is None else env
     url = sqs_url or (None if queue else env.get("DELTAEXTRAS_QUEUE_URL"))
+    sender: Any
     if url:
         from .edges.sqs import SqsSender
 
-        return SqsSender.from_env(url, env).send_batch
-    from . import settings
-    from .edges.azure_queue import QueueSender
+        sender = SqsSender.from_env(url, env)
+    else:
+        from . import settings
+        from .edges.azure_queue import QueueSender
 
-    name = queue or settings.get("DELTAEXTRAS_QUEUE", env) or settings.DEFAULT_QUEUE
-    return QueueSender.from_env(name, env).send_batch
+        name = queue or settings.get("DELTAEXTRAS_QUEUE", env) or settings.DEFAULT_QUEUE
+        sender = QueueSender.from_env(name, env, quick=check)
+    if check:
+        sender.check()
+    return sender.send_batch  # type: ignore[no-any-return]
 
 
 def enqueue(
@@ -211,12 +242,13 @@ def _main(args: argparse.Namespace) -> int:
             options=options,
             storage_options=storage_options,
             require_configured=not args.print,
+            check_partitions=True,
         )
         if args.print:
             for body in bodies:
                 print(body if args.json else base64.b64encode(body.encode("utf-8")).decode("ascii"))
             return 0
         if bodies:
-            open_sender(queue=args.queue, sqs_url=args.sqs_url)(bodies)
+            open_sender(queue=args.queue, sqs_url=args.sqs_url, check=True)(bodies)
     print(f"{len(bodies)} message(s) sent", file=sys.stderr)
     return 0

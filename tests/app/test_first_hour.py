@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -143,6 +145,48 @@ def test_enqueue_reads_local_settings_and_refuses_unconfigured_tables(azurite: A
     assert "1 message(s) sent" in done.stderr
     queue = azurite.queue_service_client().get_queue_client("enqueue-settings")
     assert queue.get_queue_properties().approximate_message_count == 1
+
+
+def test_enqueue_fails_in_one_line_when_the_queue_cannot_be_reached(azurite: Azurite, tmp_path: Path) -> None:
+    """Azurite stopped (a closed port): one line naming the queue, at once rather than after the SDK's
+    minute and a half of retries (the subprocess timeout bounds it), exit 1, nothing sent."""
+    table = _table(tmp_path / "sensors")
+    values = _azurite_env(azurite, [table])
+    port = free_port()
+    values["DELTAEXTRAS_STORAGE"] = re.sub(r"127\.0\.0\.1:\d+", f"127.0.0.1:{port}", azurite.connection_string)
+    done = subprocess.run(
+        [*CLI, "enqueue", table, "--partition", "1"],
+        cwd=tmp_path,
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("DELTAEXTRAS_")}, **values},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    line = _one_line_error(done)
+    assert "cannot reach queue 'first-hour'" in line and "nothing was sent" in line, line
+
+
+def test_enqueue_refuses_a_partition_without_live_files(azurite: Azurite, tmp_path: Path) -> None:
+    table = _table(tmp_path / "sensors")
+    values = _azurite_env(azurite, [table])
+    values["DELTAEXTRAS_QUEUE"] = "enqueue-missing-partition"
+    done = _run(["enqueue", table, "--partition", "99"], cwd=tmp_path, env=values)
+    assert done.returncode == 2
+    line = _one_line_error(done)
+    assert "k_range=99 has no live files" in line and "known values: 0, 1" in line, line
+    queue = azurite.queue_service_client().get_queue_client("enqueue-missing-partition")
+    assert not _exists(queue)  # refused before the queue was even asked
+
+
+def _exists(queue: Any) -> bool:
+    from azure.core.exceptions import ResourceNotFoundError
+
+    try:
+        queue.get_queue_properties()
+    except ResourceNotFoundError:
+        return False
+    return True
 
 
 # ---------------------------------------------------------------------- read-only tables

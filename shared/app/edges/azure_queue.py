@@ -27,7 +27,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...errors import InvalidArgumentError
+from ...errors import InvalidArgumentError, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -65,14 +65,20 @@ def describe_connection(env: Mapping[str, str] | None = None, prefix: str = CONN
     return "not configured"
 
 
-def queue_service(env: Mapping[str, str] | None = None, prefix: str = CONNECTION) -> Any:
-    """A ``QueueServiceClient`` from the app settings (see the module docstring)."""
+# An operator's command asks the queue once before it sends, and says within seconds when it cannot reach it
+# (the SDK's default policy retries a refused connection for about a minute and a half).
+QUICK = {"retry_total": 1, "retry_backoff_factor": 0.2, "connection_timeout": 5, "read_timeout": 10}
+
+
+def queue_service(env: Mapping[str, str] | None = None, prefix: str = CONNECTION, **client_options: Any) -> Any:
+    """A ``QueueServiceClient`` from the app settings (see the module docstring); ``client_options`` go to
+    the client (retry policy, timeouts: :data:`QUICK`)."""
     from azure.storage.queue import QueueServiceClient
 
     env = os.environ if env is None else env
     conn = env.get(prefix)
     if conn:
-        return QueueServiceClient.from_connection_string(conn)
+        return QueueServiceClient.from_connection_string(conn, **client_options)
     uri = _service_uri(env, prefix)
     if not uri:
         raise InvalidArgumentError(
@@ -88,17 +94,22 @@ def queue_service(env: Mapping[str, str] | None = None, prefix: str = CONNECTION
         from azure.identity import DefaultAzureCredential
 
         credential = DefaultAzureCredential(managed_identity_client_id=client_id)
-    return QueueServiceClient(account_url=uri, credential=credential)
+    return QueueServiceClient(account_url=uri, credential=credential, **client_options)
 
 
 def queue_client(
-    name: str, env: Mapping[str, str] | None = None, *, prefix: str = CONNECTION, raw: bool = False
+    name: str,
+    env: Mapping[str, str] | None = None,
+    *,
+    prefix: str = CONNECTION,
+    raw: bool = False,
+    client_options: Mapping[str, Any] | None = None,
 ) -> Any:
     """A ``QueueClient`` for one queue; messages are base64-encoded on the way out and decoded on the
     way in (``raw=True``: bodies are passed through untouched, as the service stores them)."""
     from azure.storage.queue import TextBase64DecodePolicy, TextBase64EncodePolicy
 
-    service = queue_service(env, prefix)
+    service = queue_service(env, prefix, **(client_options or {}))
     if raw:
         return service.get_queue_client(name)
     return service.get_queue_client(
@@ -125,9 +136,33 @@ class QueueSender:
         self.client = client
 
     @classmethod
-    def from_env(cls, queue: str, env: Mapping[str, str] | None = None, *, prefix: str = CONNECTION) -> QueueSender:
-        """A sender for ``queue`` on the connection the app settings describe."""
-        return cls(queue_client(queue, env, prefix=prefix))
+    def from_env(
+        cls, queue: str, env: Mapping[str, str] | None = None, *, prefix: str = CONNECTION, quick: bool = False
+    ) -> QueueSender:
+        """A sender for ``queue`` on the connection the app settings describe (``quick``: few retries and
+        short timeouts, for an operator's command)."""
+        sender = cls(queue_client(queue, env, prefix=prefix, client_options=QUICK if quick else None))
+        sender.where = describe_connection(env, prefix)
+        return sender
+
+    where = "the configured connection"
+
+    def check(self) -> None:
+        """Asks the queue before anything is sent (and creates it when it does not exist, as a send would):
+        one line naming the queue and the connection when it cannot be reached (retryable)."""
+        from azure.core.exceptions import AzureError, ResourceNotFoundError
+
+        try:
+            try:
+                self.client.get_queue_properties()
+            except ResourceNotFoundError:
+                log.info("queue %s does not exist; creating it", self.queue_name)
+                ensure_queue(self.client)
+        except AzureError as exc:
+            raise StorageError(
+                f"cannot reach queue {self.queue_name!r} on {self.where}: {_first_line(exc)}; nothing was sent. "
+                "Is the storage (Azurite) running?"
+            ) from None
 
     @property
     def queue_name(self) -> str:
@@ -150,3 +185,7 @@ class QueueSender:
         """Send messages one by one (Azure queues have no batch send); raises on the first failure."""
         for body in bodies:
             self.send(body)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]

@@ -24,7 +24,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...errors import DeltaExtrasError, InvalidArgumentError
+from ...errors import DeltaExtrasError, InvalidArgumentError, StorageError
 from ..config import AppConfig
 from ..dispatch import dispatch
 from ..work import handle
@@ -68,6 +68,20 @@ class SqsSender:
         if not url:
             raise InvalidArgumentError("DELTAEXTRAS_QUEUE_URL is not set: the SQS work queue URL")
         return cls(url, client or sqs_client(env))
+
+    def check(self) -> None:
+        """Asks the queue for its attributes before anything is sent: one line when it cannot."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.client.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["QueueArn"])
+        except ClientError as exc:
+            raise InvalidArgumentError(
+                f"SQS queue {self.queue_url} cannot be used: {exc.response.get('Error', {}).get('Code', exc)}; "
+                "nothing was sent"
+            ) from None
+        except BotoCoreError as exc:
+            raise StorageError(f"cannot reach SQS queue {self.queue_url}: {exc}; nothing was sent") from None
 
     def send_batch(self, bodies: Sequence[str]) -> None:
         for chunk in chunks(list(bodies), SQS_BATCH):
