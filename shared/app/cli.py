@@ -12,17 +12,19 @@ Example:
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import logging
 import math
 import os
+import re
 import signal
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from ..errors import DeltaExtrasError, InvalidArgumentError, PartitionsFailedError
 from ..ops.rorder.options import parse_sort_item
@@ -55,6 +57,25 @@ def positive_int(text: str) -> int:
     return value
 
 
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line, ``deltaextras <command>: error: ...``, with the
+    command's flag that a mistyped one was probably meant to be."""
+
+    def error(self, message: str) -> NoReturn:
+        unknown = re.match(r"unrecognized arguments: (\S+)", message)
+        if unknown:
+            message = "unrecognized argument " + unknown.group(1) + self.suggestion(unknown.group(1))
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def suggestion(self, flag: str) -> str:
+        """``; did you mean --x?`` for the flag of this parser closest to ``flag`` (or '')."""
+        if not flag.startswith("-"):
+            return ""
+        flags = [o for action in self._actions for o in action.option_strings if o.startswith("--")]
+        close = difflib.get_close_matches(flag.split("=", 1)[0], flags, n=1, cutoff=0.6)
+        return f"; did you mean {close[0]}?" if close else ""
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("table", help="table URI: a local path, file://, abfss://, az:// or s3://")
     p.add_argument("--storage-option", action="append", metavar="KEY=VALUE", help="deltalake storage option")
@@ -65,8 +86,18 @@ def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sort-by", action="append", metavar="COL[:desc]", help="order inside a value (repeatable)")
     p.add_argument("--unique-by", action="append", metavar="COL", help="de-duplication key column (repeatable)")
     p.add_argument("--partition", action="append", metavar="VALUE", help="only this partition value (repeatable)")
-    p.add_argument("--target-file-size", type=int, metavar="BYTES")
-    p.add_argument("--memory-budget", type=int, metavar="BYTES")
+    p.add_argument(
+        "--target-file-size", type=preflight.size, metavar="SIZE", help="output file size (10MB, 128MiB, bytes)"
+    )
+    p.add_argument(
+        "--memory-budget", type=preflight.size, metavar="SIZE", help="Arrow bytes held at once (96MiB, bytes)"
+    )
+    p.add_argument(
+        "--max-footer-bytes",
+        type=preflight.size,
+        metavar="SIZE",
+        help="roll an output file over before its footer passes this",
+    )
     p.add_argument("--max-deleted-rows-ratio", type=float, metavar="RATIO")
     p.add_argument(
         "--layout",
@@ -87,6 +118,7 @@ def _option_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "partitions": args.partition,
         "target_file_size": args.target_file_size,
         "memory_budget": args.memory_budget,
+        "max_footer_bytes": args.max_footer_bytes,
         "max_deleted_rows_ratio": args.max_deleted_rows_ratio,
         "layout": args.layout,
     }
@@ -94,9 +126,7 @@ def _option_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(
-        prog="deltaextras", description="Row-group-per-value layout maintenance for Delta Lake tables."
-    )
+    parser = Parser(prog="deltaextras", description="Row-group-per-value layout maintenance for Delta Lake tables.")
     parser.add_argument("--version", action="version", version=f"deltaextras {__version__}")
     parser.add_argument(
         "-v",
@@ -106,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="log progress (rewrites: inside each partition; deletes: files scanned); -vv also logs the "
         "storage and cloud libraries (HTTP requests)",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     p = sub.add_parser("plan", help="show which partitions need a rewrite")
     _common(p)
@@ -394,7 +424,10 @@ def _render_report(report: RorderReport, as_json: bool, seconds: float) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``deltaextras`` command."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # one line from the command's own parser, with the flag it probably meant
+        command = parser._subparsers._group_actions[0].choices[args.command] if parser._subparsers else parser  # type: ignore[union-attr]
+        command.error("unrecognized arguments: " + " ".join(extra))
     previous = _stop_on_sigterm()
     try:
         return _main(parser, args)

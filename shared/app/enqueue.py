@@ -34,6 +34,7 @@ from ..errors import InvalidArgumentError
 from ..ops.rorder.message import RorderMessage, partition_value_to_str
 from ..ops.rorder.options import parse_sort_item
 from ..ops.rorder.plan import plan_units
+from . import preflight
 from .config import AppConfig, TableConfig
 
 Send = Callable[[Sequence[str]], Any]
@@ -207,7 +208,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--by", help="row-group column")
     p.add_argument("--sort-by", action="append", metavar="COL[:desc]", help="order inside a value (repeatable)")
     p.add_argument("--unique-by", action="append", metavar="COL", help="de-duplication key column (repeatable)")
-    p.add_argument("--target-file-size", type=int, metavar="BYTES")
+    p.add_argument(
+        "--target-file-size", type=preflight.size, metavar="SIZE", help="output file size (10MB, 128MiB, bytes)"
+    )
     p.add_argument("--layout", choices=("full", "tiered"), help="full rewrite or incremental tiers")
     p.set_defaults(func=_main)
 

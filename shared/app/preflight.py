@@ -13,11 +13,13 @@ Example:
 
 from __future__ import annotations
 
+import argparse
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import InvalidArgumentError
+from ..ops.rorder.options import parse_size
 
 __all__ = ["at_least_one", "by_is_a_data_column", "flag_names", "function_app_root", "writable_target"]
 
@@ -107,3 +109,16 @@ def flag_names(text: str, names: Mapping[str, str]) -> str:
     for keyword, flag in names.items():
         text = text.replace(keyword, flag)
     return text
+
+
+def size(text: str) -> int:
+    """An argparse type: a size in bytes, with an optional unit (``10MB``, ``128MiB``, ``4096``).
+
+    Example:
+        >>> size("128MiB")
+        134217728
+    """
+    try:
+        return parse_size(text, "the size")
+    except InvalidArgumentError as exc:
+        raise argparse.ArgumentTypeError(str(exc).replace("the size must be ", "expected ")) from None

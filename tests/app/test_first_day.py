@@ -126,6 +126,37 @@ def test_plan_reads_local_settings_like_enqueue(azurite: Azurite, tmp_path: Path
     assert sorted(p["partition_value"] for p in plan["partitions"]) == ["0", "1"]
 
 
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["run", "{t}", "--sortby", "k"], "unrecognized argument --sortby; did you mean --sort-by?"),
+        (["plan", "{t}", "--uniqueby", "k"], "unrecognized argument --uniqueby; did you mean --unique-by?"),
+        (["vacuum", "{t}", "--dryrun"], "did you mean --dry-run?"),
+        (["run", "{t}", "--workers", "0"], "argument --workers: must be at least 1, got 0"),
+        (["run", "{t}", "--target-file-size", "10 parsecs"], "argument --target-file-size: expected a size in bytes"),
+    ],
+)
+def test_mistyped_flags_and_bad_numbers_are_one_line(tmp_path: Path, args: list[str], says: str) -> None:
+    table = _table(tmp_path / "t")
+    before = _commits(table)
+    done = _run([a.format(t=table) for a in args], tmp_path)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    (line,) = [ln for ln in done.stderr.splitlines() if ln.strip()]
+    assert line.startswith(f"deltaextras {args[0]}: error: ") and says in line, line
+    assert _commits(table) == before
+
+
+def test_sizes_take_units(tmp_path: Path) -> None:
+    table = _table(tmp_path / "t")
+    done = _run(["plan", table, "--json", "--target-file-size", "10MB", "--memory-budget", "64MiB"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    from deltaextras.ops.rorder.options import RorderOptions
+
+    options = RorderOptions.build(target_file_size="1.5GB", memory_budget="128MiB", max_footer_bytes="16KiB")
+    assert (options.target_file_size, options.memory_budget, options.max_footer_bytes) == (1_500_000_000, 2**27, 2**14)
+
+
 # ---------------------------------------------------------------------- vacuum
 def _with_removed_files(path: Path) -> str:
     uri = _table(path)

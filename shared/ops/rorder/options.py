@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -140,6 +141,40 @@ def _column_name(value: Any, what: str) -> str:
 MAX_LONG = 2**63 - 1
 
 
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40})
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size(value: Any, what: str = "size") -> int:
+    """A size in bytes from an integer or a text with a unit: ``10MB`` (10^6), ``128MiB`` (2^20), ``1.5GB``,
+    ``4096`` (bytes); units are case-insensitive. The one parser of sizes (command line, app settings).
+
+    Example:
+        >>> parse_size("10MB"), parse_size("128MiB"), parse_size("1.5 gb"), parse_size(4096)
+        (10000000, 134217728, 1500000000, 4096)
+        >>> try:
+        ...     parse_size("10 parsecs", "target_file_size")
+        ... except InvalidArgumentError as exc:
+        ...     print(str(exc)[:41])
+        target_file_size must be a size in bytes,
+    """
+    if isinstance(value, str):
+        match = _SIZE.match(value)
+        unit = _UNITS.get(match.group(2).lower()) if match else None
+        if match is None or unit is None:
+            raise InvalidArgumentError(
+                f"{what} must be a size in bytes, optionally with a unit (10MB = 10^6 bytes, 128MiB = 2^20 "
+                f"bytes; B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), got {shown(value)}"
+            )
+        value = int(float(match.group(1)) * unit) if "." in match.group(1) else int(match.group(1)) * unit
+    return _positive_int(value, what)
+
+
+def _or(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
 def _positive_int(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_LONG:
         raise InvalidArgumentError(f"{what} must be an integer from 1 to {MAX_LONG} (bytes), got {shown(value)}")
@@ -221,13 +256,13 @@ class RorderOptions:
             by=by,
             sort_by=normalize_sort_by(sort_by),
             unique_by=normalize_columns(unique_by, "unique_by"),
-            target_file_size=_positive_int(
+            target_file_size=parse_size(
                 DEFAULT_TARGET_FILE_SIZE if target_file_size is None else target_file_size, "target_file_size"
             ),
-            memory_budget=_positive_int(
+            memory_budget=parse_size(
                 DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget, "memory_budget"
             ),
-            max_footer_bytes=_positive_int(
+            max_footer_bytes=parse_size(
                 DEFAULT_MAX_FOOTER_BYTES if max_footer_bytes is None else max_footer_bytes, "max_footer_bytes"
             ),
             max_deleted_rows_ratio=float(ratio),
