@@ -235,6 +235,17 @@ def work_message(plan: TablePlan, unit: Unit, files: tuple[tuple[str, int], ...]
     return msg
 
 
+def rewrite_why(files: int, deleted: int) -> str:
+    """Why a unit is rewritten whole, for ``plan`` and the reports alike: its files, and the rows its
+    deletion vectors hide (purged by the rewrite).
+
+    Example:
+        >>> rewrite_why(3, 0), rewrite_why(1, 12)
+        ('3 file(s)', '1 file(s), 12 deleted row(s) to purge')
+    """
+    return f"{files} file(s), {deleted} deleted row(s) to purge" if deleted else f"{files} file(s)"
+
+
 def in_layout(snapshot: LogHead | TableSnapshot, files: list[LiveFile], by: str, options: RorderOptions) -> str | None:
     """Why a unit's files already have the full layout (a reason string), or None if they need a rewrite.
     (The tiered layout decides with :func:`deltaextras.ops.rorder.tiers.select_files`.)"""
@@ -468,7 +479,7 @@ def _streamed_range_units(
         t = _range_tally(sums, i, budget)
         if verdict is None:
             t.listed_chars, t.listed = listed[i]
-            units.append(Unit(key, t, "rewrite", f"{len(ix)} file(s)"))
+            units.append(Unit(key, t, "rewrite", rewrite_why(len(ix), t.deleted)))
         elif options.layout == "tiered":
             quiet = TierSelection(runs_before=1, runs_after=1)
             units.append(Unit(key, t, "skip", quiet.reason(), quiet))
@@ -528,7 +539,7 @@ def _range_unit(
     if decided is not None:
         decided.listed = []
         decided.list_files([(f.path, f.size) for f in files])
-        return Unit(key, decided, "rewrite", f"{len(files)} file(s)", None, files)
+        return Unit(key, decided, "rewrite", rewrite_why(len(files), decided.deleted), None, files)
     tally = Tally(budget=budget)
     tally.files, tally.bytes = len(files), sum(f.size for f in files)
     tally.records = sum(f.num_records or 0 for f in files)
@@ -538,7 +549,7 @@ def _range_unit(
         sel = select_files(files, head.schema, by, options)
         return Unit(key, tally, "rewrite" if sel.files else "skip", sel.reason(), sel, files)
     why = in_layout(head, files, by, options)
-    return Unit(key, tally, "skip" if why else "rewrite", why or f"{len(files)} file(s)", None, files)
+    return Unit(key, tally, "skip" if why else "rewrite", why or rewrite_why(len(files), tally.deleted), None, files)
 
 
 def _group(scheme: UnitScheme, tallies: dict[Any, Tally]) -> Groups:
@@ -576,7 +587,7 @@ def _decide(head: LogHead, scheme: UnitScheme, groups: Groups, options: RorderOp
             quiet = TierSelection(runs_before=1, runs_after=1)  # one settled run: nothing to do
             units.append(Unit(key, t, "skip", quiet.reason(), quiet))
         else:
-            units.append(Unit(key, t, "skip" if verdict else "rewrite", verdict or f"{t.files} file(s)"))
+            units.append(Unit(key, t, "skip" if verdict else "rewrite", verdict or rewrite_why(t.files, t.deleted)))
     if not look:
         return units
     read = _files_of(head, scheme, {k: groups[k][1] for k in look})
@@ -587,7 +598,9 @@ def _decide(head: LogHead, scheme: UnitScheme, groups: Groups, options: RorderOp
             units.append(Unit(key, t, "rewrite" if sel.files else "skip", sel.reason(), sel, files))
         else:
             why = in_layout(head, files, scheme.by, options)
-            units.append(Unit(key, t, "skip" if why else "rewrite", why or f"{t.files} file(s)", None, files))
+            units.append(
+                Unit(key, t, "skip" if why else "rewrite", why or rewrite_why(t.files, t.deleted), None, files)
+            )
     return units
 
 

@@ -121,9 +121,19 @@ class RorderReport:
         return self.by_status("failed")
 
     def summary(self) -> str:
+        """One line: how many units, and what became of them (``partition(s)`` when every unit is a
+        partition, ``unit(s)`` for value ranges or a whole table).
+
+        Example:
+            >>> r = PartitionReport(table="/t", partition="node_id in [1, 40]", status="committed")
+            >>> RorderReport([r]).summary()
+            '1 unit(s): 1 committed, 0 skipped, 0 failed'
+        """
         interrupted = len(self.by_status("interrupted"))
+        partitions = all(p.partition and "=" in p.partition and " in [" not in p.partition for p in self)
         return (
-            f"{len(self.partitions)} partition(s): {len(self.by_status('committed'))} committed, "
+            f"{len(self.partitions)} {'partition(s)' if partitions else 'unit(s)'}: "
+            f"{len(self.by_status('committed'))} committed, "
             f"{len(self.by_status('skipped'))} skipped, {len(self.failed)} failed"
             + (f", {interrupted} interrupted" if interrupted else "")
         )

@@ -68,3 +68,17 @@ def test_the_next_run_purges_every_deletion_vector(tmp_path: Path, layout: str, 
         assert settled - left == carrying
     again = rorder(uri, max_workers=1, **options)
     assert all(r.status == "skipped" for r in again)
+
+
+def test_plan_and_report_name_the_rows_to_purge_and_the_kind_of_unit(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    options = _table(uri, partitioned=False)
+    rorder(uri, max_workers=1, **options)
+    delete(uri, "node_id = 7", inline_max_bytes=0)
+    from deltaextras import plan_table
+
+    (unit,) = [u for u in plan_table(uri, **options).partitions if u.action == "rewrite"]
+    assert unit.reason.endswith("deleted row(s) to purge"), unit.reason
+    report = rorder(uri, max_workers=1, **options)
+    assert report.summary().startswith(f"{len(report)} unit(s): "), report.summary()
+
