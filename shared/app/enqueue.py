@@ -79,10 +79,8 @@ def build_messages(
     storage_options: Mapping[str, str] | None = None,
     env: Mapping[str, str] | None = None,
     require_configured: bool = False,
-    check_partitions: bool = False,
 ) -> list[str]:
-    """The message bodies (JSON text) for the chosen partitions of ``table``; ``check_partitions``: each
-    named partition must have live files in the table now (one line naming the known values otherwise).
+    """The message bodies (JSON text) for the chosen partitions of ``table``.
 
     ``options`` (``by``, ``sort_by``, ``unique_by``, ``target_file_size``, ``memory_budget``,
     ``max_deleted_rows_ratio``, ``layout``) go into the messages; with ``all_partitions`` they also drive the plan,
@@ -99,8 +97,6 @@ def build_messages(
         if storage_options is not None:
             kwargs["storage_options"] = {**(kwargs.get("storage_options") or {}), **storage_options}
         return [m.to_json() for m in plan_units(uri, **kwargs).messages()]
-    if check_partitions and not partition_name:  # a named partition column is the worker's to resolve
-        _check_partitions(uri, configured, partitions or [], storage_options)
     bodies = []
     for value in partitions or []:
         data: dict[str, Any] = {"path": uri, "partition_value": partition_value_to_str(value)}
@@ -245,13 +241,18 @@ def _main(args: argparse.Namespace) -> int:
             options=options,
             storage_options=storage_options,
             require_configured=not args.print,
-            check_partitions=True,
         )
+        # the queue first (its client library may be missing, its service down), then the table
+        send = None if args.print or not bodies else open_sender(queue=args.queue, sqs_url=args.sqs_url, check=True)
+        if args.partition and not args.partition_name:
+            configured = resolve_table(args.table)
+            uri = configured.uri if configured else normalize_uri(args.table)
+            _check_partitions(uri, configured, args.partition, storage_options)
         if args.print:
             for body in bodies:
                 print(body if args.json else base64.b64encode(body.encode("utf-8")).decode("ascii"))
             return 0
-        if bodies:
-            open_sender(queue=args.queue, sqs_url=args.sqs_url, check=True)(bodies)
+        if send is not None:
+            send(bodies)
     print(f"{len(bodies)} message(s) sent", file=sys.stderr)
     return 0
