@@ -326,6 +326,18 @@ class TableStorage:
         except Exception as exc:
             raise self._wrap(exc, f"list {prefix}") from None
 
+    def list_modified(self, prefix: str) -> Iterator[tuple[str, int, int]]:
+        """``(key, size, last modified in ms since the epoch)`` of every object under ``prefix`` (recursive)."""
+        try:
+            for chunk in obstore.list(self._store, prefix=prefix):
+                for meta in chunk:
+                    modified = int(meta["last_modified"].timestamp() * 1000)
+                    yield str(meta["path"]), int(meta["size"]), modified
+        except (FileNotFoundError, NotFoundError):
+            return
+        except Exception as exc:
+            raise self._wrap(exc, f"list {prefix}") from None
+
     def list_dir(self, prefix: str) -> list[tuple[str, int]]:
         """``(key, size)`` of objects directly under ``prefix`` (one level)."""
         try:

@@ -68,6 +68,7 @@ from .actions import (
     encode_commit,
     now_ms,
 )
+from .checkpoint_prune import prune_checkpoints
 from .cleanup import delete_orphans
 from .commit_policy import DEFAULT_POLICY, CommitPolicy
 from .commit_result import CommitOutcome, CommitResult
@@ -463,10 +464,11 @@ def write_checkpoint(storage: TableStorage, version: int, protocol: Protocol) ->
         DeltaTable(
             storage.deltalake_uri, version=version, storage_options=storage.storage_options or None
         ).create_checkpoint()
-        return True
     except Exception as exc:
         log.warning("checkpoint at version %d failed (the commit stands): %s", version, str(exc)[:200])
         return False
+    prune_checkpoints(storage, version)  # never raises
+    return True
 
 
 __all__ = [

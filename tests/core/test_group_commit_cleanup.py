@@ -5,6 +5,7 @@ staged commits it decided only when asked."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pyarrow as pa
@@ -13,10 +14,12 @@ from deltalake import write_deltalake
 from services import emulator_root
 
 from deltaextras.core.actions import CommitInfo, Txn
+from deltaextras.core.commit_watch import OUTCOMES_TTL
 from deltaextras.core.committer import Committer
 from deltaextras.core.snapshot import TableSnapshot
-from deltaextras.core.staged import STAGED_DIR, StagedCommit, UnitOutcome
+from deltaextras.core.staged import AREA, STAGED_DIR, Outcomes, StagedCommit, UnitOutcome, turn_key
 from deltaextras.core.storage import DELETE_BATCH, TableStorage
+from deltaextras.ops.maintenance.vacuum import vacuum
 
 
 @pytest.fixture(params=[pytest.param("azurite", marks=pytest.mark.azurite), pytest.param("s3", marks=pytest.mark.moto)])
@@ -61,3 +64,34 @@ def test_known_outcomes_are_skipped_and_cleanup_waits_when_deferred(
     assert sorted(k for k, _ in storage.list(STAGED_DIR)) == sorted([known.key, fresh.key])  # deferred
     committer.cleanup()
     assert [k for k, _ in storage.list(STAGED_DIR)] == [known.key]  # left to the process that decided it
+
+
+def test_vacuum_removes_what_no_pending_commit_needs(cloud: tuple[str, str, dict[str, str], int]) -> None:
+    _name, root, options, _port = cloud
+    uri = f"{root}/sweep-{uuid.uuid4().hex[:8]}"
+    write_deltalake(uri, pa.table({"x": [1]}), storage_options=options)
+    storage = TableStorage(uri, options)
+    published, pending = _staged("published", 0), _staged("pending", 3)
+    storage.put(published.key, published.encode())
+    committer = Committer(TableSnapshot.load(uri, options, cross_check=False))
+    committer.defer_cleanup = True  # as a committer killed before its cleanup leaves it
+    assert committer.run(1) == 1
+    storage.put(pending.key, pending.encode())  # staged after the run: not decided
+    now = int(time.time() * 1000)
+    old = Outcomes({published.txn_id: UnitOutcome("committed", 1)}, written_at=now - int(OUTCOMES_TTL * 1000) - 60_000)
+    fresh = Outcomes({published.txn_id: UnitOutcome("committed", 1)}, written_at=now, run="fresh")
+    for key, data in [
+        (turn_key(1), b"t"),
+        (turn_key(2, 1), b"t"),
+        (old.key, old.encode()),
+        (fresh.key, fresh.encode()),
+    ]:
+        storage.put(key, data)
+    time.sleep(0.01)
+    before = sorted(k for k, _ in storage.list(AREA))
+    vacuum(uri, retention_hours=0, storage_options=options)  # a dry run removes nothing
+    assert sorted(k for k, _ in storage.list(AREA)) == before
+    vacuum(uri, retention_hours=0, dry_run=False, storage_options=options)
+    left = {k for k, _ in storage.list(AREA)}
+    assert turn_key(1) not in left and old.key not in left and published.key not in left
+    assert {turn_key(2, 1), fresh.key, pending.key} <= left  # a version not yet published; still read; pending

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
-from oracle import assert_layout
+from oracle import assert_layout, engine_checksums
 from reliability_support import (
     BY,
     content,
@@ -42,7 +42,10 @@ from reliability_support import expected as expected_checksum
 
 from deltaextras.app import work
 from deltaextras.app.config import AppConfig
-from deltaextras.ops.maintenance.vacuum import orphans
+from deltaextras.core.actions import CommitInfo
+from deltaextras.core.staged import StagedCommit
+from deltaextras.core.storage import TableStorage
+from deltaextras.ops.maintenance.vacuum import orphans, vacuum
 from deltaextras.ops.rorder.message import RorderMessage
 from deltaextras.ops.rorder.rorder import plan_messages
 
@@ -251,3 +254,43 @@ def test_crash_at_every_step_recovers(request: pytest.FixtureRequest, backend: A
     if step == "mid_log":
         note = ", ".join(f"{landed.count(x)} {x}" for x in sorted(set(landed)))
     record("crash", step, backend=backend.name, runs=runs, injections=runs, note=note)
+
+
+def test_vacuum_removes_the_outputs_of_a_killed_worker(backend: Any, tmp_path: Path) -> None:
+    """A worker SIGKILLed after uploading outputs, before committing: no log version names them, and
+    ``vacuum(retention_hours=0)`` deletes them (reported as data files), the content unchanged; the
+    files of a pending staged commit stay."""
+    uri, opts = backend.new_table_uri(), dict(backend.storage_options)
+    written = new_table(uri, opts, batches=3, per_batch=40, nodes=NODES, seed=0)
+    before = content(uri, opts)
+    assert before == expected_checksum(written)
+    engines_before = engine_checksums(uri, storage_options=opts)
+    tables = [{"uri": uri, "sort_by": ["utc_time"], "target_file_size": 1, "storage_options": opts}]
+    config = AppConfig.from_env({"DELTAEXTRAS_TABLES": json.dumps(tables)})
+    (message,) = plan_messages(uri, **config.tables[0].plan_kwargs())
+    body = RorderMessage.from_dict(message).encode()
+    _rc, events, _landed = run_worker_until(tmp_path, uri, tables, body, "after_output", after_outputs=2)
+    outputs = {e["key"] for e in events if e["event"] == "output"}
+    assert len(outputs) == 2 and set(orphans(uri, opts)) == outputs
+
+    storage = TableStorage(uri, opts)  # a unit staged for group commit, not decided yet: its file is needed
+    storage.put("part-pending.parquet", b"PAR1")
+    pending = StagedCommit("t-pending", 0, "SnapshotIsolation", "OPTIMIZE", "pending", 0, (), ("part-pending.parquet",),
+                           [CommitInfo(operation="OPTIMIZE", txn_id="t-pending")])  # fmt: skip
+    storage.put(pending.key, pending.encode())
+    time.sleep(0.01)  # retention 0 means "stored before now"
+
+    report = vacuum(uri, retention_hours=0, storage_options=opts)  # dry run: reported, nothing deleted
+    assert outputs <= set(report.data_files) and "part-pending.parquet" not in report.data_files
+    assert set(orphans(uri, opts)) == outputs | {"part-pending.parquet"}
+    report = vacuum(uri, retention_hours=0, dry_run=False, storage_options=opts)
+    assert outputs <= set(report.data_files)
+    assert orphans(uri, opts) == ["part-pending.parquet"]
+    assert storage.exists(pending.key)
+    assert content(uri, opts) == before
+    assert engine_checksums(uri, storage_options=opts) == engines_before
+
+    outcome = work.handle(body, config, message_id="crash-vacuum", dequeue_count=2)  # redelivery converges
+    assert outcome.status == "committed", outcome.reason
+    assert assert_layout(uri, BY, opts) == NODES
+    assert content(uri, opts) == before

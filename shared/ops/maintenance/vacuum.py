@@ -9,7 +9,13 @@ and :func:`vacuum_deletion_vectors` for vector files; ``deltaextras vacuum TABLE
 
 A vector file is deleted when some ``remove`` action named it (so it was committed once) with a
 ``deletionTimestamp`` older than the retention, no unexpired ``remove`` names it, and no live file
-uses it. Files no log entry ever named are left alone.
+uses it.
+
+:func:`vacuum` also deletes, as Spark's VACUUM does, the files no log entry names (:func:`orphans`:
+the outputs of a writer killed before its commit, data and vector files) once they are older than the
+retention, except those a pending group commit's staged objects name; and it removes what group
+commit left in ``_deltaextras/`` that no pending commit needs (turns of published versions, outcomes
+past their time to live, staged objects whose every unit is in the log).
 
 Example:
     >>> import tempfile, pyarrow as pa
@@ -40,11 +46,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ...core.actions import Add, Cdc, Remove, now_ms
+from ...core.commit_watch import OUTCOMES_TTL
 from ...core.dv import file_key
 from ...core.log import LOG_DIR, latest_version, log_actions
 from ...core.snapshot import deltalake_can_write
+from ...core.staged import OUTCOME_DIR, STAGED_DIR, TURN_DIR, decode_staged, written_at
 from ...core.storage import TableStorage
-from ...errors import InvalidArgumentError, StorageError, UnsupportedFeatureError
+from ...errors import CorruptDataError, InvalidArgumentError, StorageError, UnsupportedFeatureError
 from ..common.table import load_snapshot, table_args
 
 DEFAULT_RETENTION_HOURS = 168.0
@@ -181,12 +189,18 @@ def vacuum(
         (1, [], True)
     """
     uri, storage, snap, hours = _open(table, storage_options, retention_hours)
-    stored = dict(storage.list(""))  # sizes for the report, taken before anything is deleted
+    # listed before the log is read: a file committed meanwhile is then named by the log we read
+    listing = list(storage.list_modified(""))
+    stored = {key: size for key, size, _modified in listing}  # sizes for the report, taken before deleting
     if deltalake_can_write(snap.protocol):
         data = _deltalake_data_files(uri, storage, stored, hours, dry_run)
     else:
         data = _data_files(storage, snap, stored, hours, dry_run)
     vectors = _vector_files(storage, snap, hours, dry_run)
+    for key in _unreferenced_files(storage, listing, hours, dry_run):
+        (vectors if key.rsplit("/", 1)[-1].startswith("deletion_vector_") else data).append(key)
+    if not dry_run:
+        _sweep_area(storage, snap, listing, hours)
     return VacuumReport(
         table=uri,
         retention_hours=hours,
@@ -286,8 +300,21 @@ def orphans(table: Any, storage_options: Mapping[str, str] | None = None) -> lis
     uri, options = table_args(table, storage_options)
     storage = TableStorage(uri, options)
     latest_version(storage)  # no log: TableNotFoundError
+    referenced = _referenced(storage, log_actions(storage))
+    found = [key for key, _size in storage.list("") if _may_be_orphan(key) and key not in referenced]
+    if storage.local_root is not None:
+        root = storage.local_root
+        for dirpath, _dirs, names in os.walk(root):
+            for name in names:
+                if _STAGING.search(name):
+                    found.append(os.path.relpath(os.path.join(dirpath, name), root).replace(os.sep, "/"))
+    return sorted(found)
+
+
+def _referenced(storage: TableStorage, actions: Iterable[Any]) -> set[str]:
+    """The keys under the table root that ``actions`` name: data, change data and vector files."""
     referenced: set[str] = set()
-    for action in log_actions(storage):
+    for action in actions:
         if not isinstance(action, (Add, Remove, Cdc)):
             continue
         if isinstance(action.path, str):
@@ -300,20 +327,71 @@ def orphans(table: Any, storage_options: Mapping[str, str] | None = None) -> lis
             where, key = storage.resolve(str(dv.path_or_inline_dv))
             if where is storage:
                 referenced.add(key)
+    return referenced
+
+
+def _may_be_orphan(key: str) -> bool:
+    """Whether ``key`` is a file vacuum judges at all: not the log, not a hidden name (as deltalake skips)."""
+    if key.startswith(LOG_DIR):
+        return False
+    return not (key.startswith((".", "_")) and not key.startswith(_VACUUMED_HIDDEN) and "=" not in key.split("/")[0])
+
+
+def _staged(storage: TableStorage) -> list[tuple[str, list[Any]]]:
+    """Every staged object under ``_deltaextras/staged/`` with its units (an unreadable object: no units)."""
     found = []
-    for key, _size in storage.list(""):
-        if key.startswith(LOG_DIR) or key in referenced:
+    for key, _size in storage.list(STAGED_DIR):
+        try:
+            found.append((key, decode_staged(storage.read(key))))
+        except (FileNotFoundError, CorruptDataError):
+            found.append((key, []))
+    return found
+
+
+def _unreferenced_files(
+    storage: TableStorage, listing: list[tuple[str, int, int]], hours: float, dry_run: bool
+) -> list[str]:
+    """Files no log entry names and no staged commit wrote, stored before the retention began: deleted
+    unless ``dry_run``. The log and the staged objects are read after ``listing`` was taken."""
+    cutoff = now_ms() - int(hours * 3_600_000)
+    old = [key for key, _size, modified in listing if modified < cutoff and _may_be_orphan(key)]
+    if not old:
+        return []
+    referenced = _referenced(storage, log_actions(storage))
+    for _key, units in _staged(storage):
+        for unit in units:
+            referenced.update(unit.written)
+            referenced |= _referenced(storage, unit.actions)
+    doomed = sorted(k for k in old if k not in referenced)
+    if not dry_run:
+        storage.delete_many(doomed)
+    return doomed
+
+
+def _sweep_area(storage: TableStorage, snap: Any, listing: list[tuple[str, int, int]], hours: float) -> list[str]:
+    """Remove what group commit left behind that no pending commit needs: turns of versions the log
+    holds, outcomes older than their time to live (as waiting workers do), staged objects older than the
+    retention whose every unit's ``txn`` the log holds (published, or answered "already done" if staged
+    again). Returns the keys removed."""
+    cutoff = now_ms() - int(hours * 3_600_000)
+    doomed = []
+    for key, _size, _modified in listing:
+        if key.startswith(TURN_DIR):
+            head = key[len(TURN_DIR) :].partition(".")[0]
+            if head.isdigit() and int(head) <= snap.version:
+                doomed.append(key)
+        elif key.startswith(OUTCOME_DIR):
+            at = written_at(key)
+            if at is not None and now_ms() - at > OUTCOMES_TTL * 1000:
+                doomed.append(key)
+    modified_at = {key: modified for key, _size, modified in listing}
+    for key, units in _staged(storage):
+        if not units or modified_at.get(key, now_ms()) >= cutoff:
             continue
-        if key.startswith((".", "_")) and not key.startswith(_VACUUMED_HIDDEN) and "=" not in key.split("/")[0]:
-            continue
-        found.append(key)
-    if storage.local_root is not None:
-        root = storage.local_root
-        for dirpath, _dirs, names in os.walk(root):
-            for name in names:
-                if _STAGING.search(name):
-                    found.append(os.path.relpath(os.path.join(dirpath, name), root).replace(os.sep, "/"))
-    return sorted(found)
+        if all(snap.txns.get(u.app_id, -1) >= u.app_version for u in units):
+            doomed.append(key)
+    storage.delete_many(doomed)
+    return doomed
 
 
 __all__ = ["DEFAULT_RETENTION_HOURS", "orphans", "retention_hours_of", "vacuum_deletion_vectors"]

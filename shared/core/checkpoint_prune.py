@@ -1,0 +1,87 @@
+"""Removing superseded checkpoints: the log keeps every commit, and one checkpoint where many piled up.
+
+A checkpoint holds every live ``add`` and every unexpired ``remove`` tombstone (a week by default) of its
+version, so a table that writes one every ten versions stores the whole table state over and over: on
+a ``node_id_range`` table appended every five minutes and rewritten every hour, 48 hours left 400 MB
+of checkpoints beside 15 MB of live data. Checkpoints are optional in the Delta protocol: a reader
+finds the newest one at or below the version it wants (``_last_checkpoint`` names the newest) and
+replays the commits after it, or replays from version 0 when there is none. So once a new checkpoint
+is written, the ones between the oldest and the newest are removed when
+
+* every commit from the oldest checkpoint up to the newest is present, so that any version between
+  them can still be rebuilt (from the oldest checkpoint, which is kept: after log cleanup it may be
+  the only base of the versions after it); commit files are never removed here, time travel keeps
+  working;
+* it was written more than :data:`KEEP_SECONDS` ago: a reader that listed the log a moment ago and
+  is reading it now finds it still there;
+* it is a classic checkpoint (one file or its parts); v2 checkpoints are left to their writers.
+
+Example:
+    >>> import tempfile, pyarrow as pa
+    >>> from deltalake import write_deltalake, DeltaTable
+    >>> from deltaextras.core.storage import TableStorage
+    >>> path = tempfile.mkdtemp()
+    >>> for v in range(4):
+    ...     write_deltalake(path, pa.table({"x": [v]}), mode="append")
+    ...     DeltaTable(path).create_checkpoint()
+    >>> prune_checkpoints(TableStorage(path), 3, keep_seconds=0)
+    ['_delta_log/00000000000000000001.checkpoint.parquet', '_delta_log/00000000000000000002.checkpoint.parquet']
+    >>> DeltaTable(path, version=2).to_pyarrow_table().num_rows  # rebuilt from checkpoint 0 and commits 1-2
+    3
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+
+from .actions import now_ms
+from .log import LOG_DIR, list_log
+from .storage import TableStorage
+
+log = logging.getLogger(__name__)
+
+KEEP_SECONDS = 3600.0  # a checkpoint younger than this is kept: readers may have listed it
+_CLASSIC = re.compile(r"^\d{20}\.checkpoint\.(?:\d{10}\.\d{10}\.)?parquet$")
+
+
+def prune_checkpoints(storage: TableStorage, newest: int, *, keep_seconds: float | None = None) -> list[str]:
+    """Delete the checkpoints strictly between the oldest and ``newest`` (a checkpoint just written) that
+    are older than ``keep_seconds`` (default :data:`KEEP_SECONDS`), when the commits from the oldest to
+    ``newest`` are all present, never the one ``_last_checkpoint`` names; returns the keys deleted.
+    Never raises: a checkpoint left behind only costs bytes."""
+    keep_seconds = KEEP_SECONDS if keep_seconds is None else keep_seconds
+    try:
+        listing = list_log(storage)
+        if newest not in listing.checkpoints:
+            return []
+        oldest = min(listing.checkpoints)
+        if any(v not in listing.commits for v in range(oldest + 1, newest + 1)):
+            return []
+        cutoff = now_ms() - int(keep_seconds * 1000)
+        modified = {key: at for key, _size, at in storage.list_modified(LOG_DIR)}
+        hinted = _hinted(storage)
+        doomed = []
+        for version, keys in listing.checkpoints.items():
+            if not oldest < version < newest or version == hinted:
+                continue
+            if all(_CLASSIC.match(k.rsplit("/", 1)[-1]) and modified.get(k, cutoff) < cutoff for k in keys):
+                doomed.extend(keys)
+        doomed.sort()
+        storage.delete_many(doomed)
+        return doomed
+    except Exception as exc:  # an optimisation: the table is whole either way
+        log.warning("superseded checkpoints of %s not removed: %s", storage.uri, str(exc)[:200])
+        return []
+
+
+def _hinted(storage: TableStorage) -> int | None:
+    """The version ``_last_checkpoint`` names (None: no hint, or one that cannot be read)."""
+    try:
+        return int(json.loads(storage.read(LOG_DIR + "_last_checkpoint"))["version"])
+    except FileNotFoundError:
+        return None
+
+
+__all__ = ["KEEP_SECONDS", "prune_checkpoints"]

@@ -1,0 +1,55 @@
+"""Superseded checkpoints are removed, on local disk, Azurite and moto S3: the oldest and the newest stay,
+every version still reads the same through deltalake, and nothing goes when a commit between them is
+missing, when the checkpoints are younger than the time readers are given, or when ``_last_checkpoint``
+names one."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+from oracle import checksum, content_checksum
+
+from deltaextras.core.checkpoint_prune import prune_checkpoints
+from deltaextras.core.log import LOG_DIR, list_log
+from deltaextras.core.storage import TableStorage
+
+
+def _table(uri: str, opts: dict[str, str], versions: int) -> list[tuple[int, str]]:
+    """A table whose every version has a checkpoint; the checksum of each version."""
+    for v in range(versions):
+        write_deltalake(uri, pa.table({"x": [v, v + 100]}), mode="append", storage_options=opts or None)
+        DeltaTable(uri, storage_options=opts or None).create_checkpoint()
+    return [_at(uri, opts, v) for v in range(versions)]
+
+
+def _at(uri: str, opts: dict[str, str], version: int) -> tuple[int, str]:
+    return content_checksum(DeltaTable(uri, version=version, storage_options=opts or None).to_pyarrow_table())
+
+
+def test_superseded_checkpoints_go_and_every_version_reads_the_same(backend: Any) -> None:
+    uri, opts = backend.new_table_uri(), dict(backend.storage_options)
+    before = _table(uri, opts, 6)
+    storage = TableStorage(uri, opts)
+    assert prune_checkpoints(storage, 5) == []  # younger than the time readers are given
+    assert sorted(list_log(storage).checkpoints) == [0, 1, 2, 3, 4, 5]
+    gone = prune_checkpoints(storage, 5, keep_seconds=0)
+    assert gone == [f"{LOG_DIR}{v:020d}.checkpoint.parquet" for v in range(1, 5)]
+    assert sorted(list_log(storage).checkpoints) == [0, 5]
+    assert [_at(uri, opts, v) for v in range(6)] == before
+    assert checksum(uri, opts or None) == before[-1]
+
+
+def test_nothing_goes_when_a_commit_is_missing_or_the_hint_names_it(backend: Any) -> None:
+    uri, opts = backend.new_table_uri(), dict(backend.storage_options)
+    _table(uri, opts, 5)
+    storage = TableStorage(uri, opts)
+    storage.put(LOG_DIR + "_last_checkpoint", json.dumps({"version": 2, "size": 4}).encode())
+    assert prune_checkpoints(storage, 4, keep_seconds=0) == [f"{LOG_DIR}{v:020d}.checkpoint.parquet" for v in (1, 3)]
+    storage.delete(f"{LOG_DIR}{3:020d}.json")  # as if log cleanup had removed it: 0 -> 4 cannot be replayed
+    write_deltalake(uri, pa.table({"x": [9]}), mode="append", storage_options=opts or None)
+    DeltaTable(uri, storage_options=opts or None).create_checkpoint()
+    assert prune_checkpoints(storage, 5, keep_seconds=0) == []
+    assert sorted(list_log(storage).checkpoints) == [0, 2, 4, 5]
