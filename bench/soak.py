@@ -532,8 +532,8 @@ class Week:
         for v in range(self.log_cursor[name] + 1, version + 1):
             try:
                 text = container.download_blob(f"{prefix}/_delta_log/{v:020d}.json").readall().decode()
-            except Exception:  # noqa: S112 (a version only in a checkpoint: nothing new to count)
-                continue
+            except Exception:
+                continue  # a version only in a checkpoint: nothing new to count
             actions = [json.loads(line) for line in text.splitlines() if line.strip()]
             op = next((a["commitInfo"].get("operation", "") for a in actions if "commitInfo" in a), "")
             kind = (
@@ -636,7 +636,8 @@ def daily_table(rows: list[HourFigures]) -> str:
             f"{last.stored_bytes / max(1, last.live_bytes):.1f}× | {last.log_versions:,} | "
             f"{last.write_amplification:.2f} | {pq.point_bytes / 1024:.0f} KiB in {pq.point_requests} req "
             f"({pq.point_x_own:.0f}×) | {max(r.orchestrator_s for r in group):.1f} | "
-            f"{max(r.orchestrator_rss_mb for r in group):.0f} | {statistics.median(r.worker_median_s for r in group):.1f}/"
+            f"{max(r.orchestrator_rss_mb for r in group):.0f} | "
+            f"{statistics.median(r.worker_median_s for r in group):.1f}/"
             f"{max(r.worker_p99_s for r in group):.1f} | {max(r.worker_rss_mb for r in group):.0f} | "
             f"{sum(r.committed for r in group)}/{sum(r.skipped for r in group)}/{sum(r.retried for r in group)}/"
             f"{sum(r.dead_lettered - r.injected_poison for r in group)} |"
