@@ -731,6 +731,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=4)
     p.add_argument("--retention-hours", type=float, default=72.0)
     p.add_argument("--no-faults", action="store_true")
+    p.add_argument("--point-nodes", type=int, default=3, help="nodes queried through the counting proxy")
     p.add_argument("--out", default=str(BENCH / ".work" / "soak"))
     a = p.parse_args(argv)
     from services import Azurite
@@ -743,6 +744,7 @@ def main(argv: list[str] | None = None) -> int:
         workers=a.workers,
         retention_hours=a.retention_hours,
         faults=not a.no_faults,
+        point_nodes=a.point_nodes,
     )
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
