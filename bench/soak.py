@@ -621,8 +621,9 @@ def daily_table(rows: list[HourFigures]) -> str:
     """One Markdown row per day and table (the day's last hour; sums and maxima over the day)."""
     head = (
         "| day | table | rows exact (dl/polars) | rows | live files | live MB | stored MB | stored ÷ live | "
-        "log versions | write ampl. | point query (max) | orch s | orch MB | worker med/p99 s | worker MB | "
-        "committed/skipped/retried/dead |\n|" + "---|" * 16
+        "log / checkpoints / other log MB | log versions | write ampl. | point query (max) | orch s | orch MB | "
+        "worker med/p99 s | worker MB | "
+        "committed/skipped/retried/dead |\n|" + "---|" * 17
     )
     out = [head]
     for (day, table), group in _groups(rows).items():
@@ -633,7 +634,7 @@ def daily_table(rows: list[HourFigures]) -> str:
         out.append(
             f"| {day} | {table} | {ok_dl}/{len(group)} / {ok_pl}/{len(group)} | {last.rows_deltalake:,} | "
             f"{last.live_files:,} | {last.live_bytes / 1e6:.1f} | {last.stored_bytes / 1e6:.1f} | "
-            f"{last.stored_bytes / max(1, last.live_bytes):.1f}× | {last.log_versions:,} | "
+            f"{last.stored_bytes / max(1, last.live_bytes):.1f}× | {_log_kinds(last)} | {last.log_versions:,} | "
             f"{last.write_amplification:.2f} | {pq.point_bytes / 1024:.0f} KiB in {pq.point_requests} req "
             f"({pq.point_x_own:.0f}×) | {max(r.orchestrator_s for r in group):.1f} | "
             f"{max(r.orchestrator_rss_mb for r in group):.0f} | "
@@ -643,6 +644,16 @@ def daily_table(rows: list[HourFigures]) -> str:
             f"{sum(r.dead_lettered - r.injected_poison for r in group)} |"
         )
     return "\n".join(out)
+
+
+def _kinds(row: HourFigures) -> dict[str, int]:
+    return {k: int(v) for k, v in (part.split("=") for part in row.stored_by_kind.split())}
+
+
+def _log_kinds(row: HourFigures) -> str:
+    kinds = _kinds(row)
+    other = sum(v for k, v in kinds.items() if k.startswith("log/"))
+    return f"{kinds.get('log', 0) / 1e6:.1f} / {kinds.get('checkpoints', 0) / 1e6:.1f} / {other / 1e6:.2f}"
 
 
 def _groups(rows: list[HourFigures]) -> dict[tuple[int, str], list[HourFigures]]:
@@ -680,6 +691,18 @@ def verdicts(result: WeekResult) -> list[tuple[str, bool, str]]:
         day_ends = [g[-1] for (_, t), g in _groups(rows).items() if t == table]
         ratio = max(r.stored_bytes / max(1, r.live_bytes) for r in day_ends)
         out.append((f"stored bytes ≤ 2× live at every day's end ({table})", ratio <= 2, f"max {ratio:.1f}×"))
+        kinds = [_kinds(r) for r in day_ends]
+        orphans = max(k.get("data", 0) - r.live_bytes for k, r in zip(kinds, day_ends, strict=True))
+        out.append((f"no unreferenced data file survives the daily vacuum ({table})", orphans <= 0, f"{orphans:,} B"))
+        kept = [sum(v for k, v in kd.items() if k.startswith("log/") or k == "checkpoints") for kd in kinds]
+        grows = len(kept) > 1 and kept[-1] > 1.5 * max(kept[0], 65536)
+        out.append(
+            (
+                f"checkpoints and other log objects not growing day to day ({table})",
+                not grows,
+                " → ".join(f"{b / 1e6:.2f}" for b in kept) + " MB",
+            )
+        )
         days = [g for (_, t), g in _groups(rows).items() if t == table]
         if len(days) > 1:
             o1, on = max(r.orchestrator_s for r in days[0]), max(r.orchestrator_s for r in days[-1])
