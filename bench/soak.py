@@ -722,11 +722,11 @@ def plot(rows: list[HourFigures], path: Path) -> bool:
     except ImportError:
         return False
     fig, axes = plt.subplots(2, 2, figsize=(12, 8))
-    for table in sorted({r.table for r in rows}):
+    for i, table in enumerate(sorted({r.table for r in rows})):
         rs = [r for r in rows if r.table == table]
         hours = [r.hour for r in rs]
-        axes[0][0].plot(hours, [r.stored_bytes / 1e6 for r in rs], label=f"{table} stored")
-        axes[0][0].plot(hours, [r.live_bytes / 1e6 for r in rs], "--", label=f"{table} live")
+        axes[0][0].plot(hours, [r.stored_bytes / 1e6 for r in rs], color=f"C{i}", label=f"{table} stored")
+        axes[0][0].plot(hours, [r.live_bytes / 1e6 for r in rs], "--", color=f"C{i}", label=f"{table} live")
         axes[0][1].plot(hours, [r.point_x_own for r in rs], label=table)
         axes[1][0].plot(hours, [r.write_amplification for r in rs], label=table)
         axes[1][1].plot(hours, [r.rows_deltalake - r.rows_expected for r in rs], label=f"{table} rows read − expected")
