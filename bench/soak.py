@@ -326,7 +326,7 @@ class Week:
             self.append()
         timer = _spawn(self.workdir, "timer").wait()
         if timer.summary().get("orchestrator") != "succeeded":
-            self.result.failures.append(f"hour {h}: orchestrator {timer.summary().get('orchestrator')}")
+            self.result.failures.append(f"hour {h + 1}: orchestrator {timer.summary().get('orchestrator')}")
         injected_poison, faults, children = 0, [], []
         racer: threading.Thread | None = None
         if fault_hour:
@@ -343,7 +343,8 @@ class Week:
         poisoned = self._count_poison()
         dead = poisoned - injected_poison
         if dead:
-            self.result.failures.append(f"hour {h}: {dead} dead letters beyond the injected poison")
+            reasons = sorted({str(d.get("reason")) for d in deliveries if d.get("outcome") == "dead-letter"})
+            self.result.failures.append(f"hour {h + 1}: {dead} dead letter(s) beyond the injected poison: {reasons}")
         if in_day == cfg.day_hours - 1:
             faults.append(self._daily(day))
         secs = sorted(d["seconds"] for d in deliveries if d.get("result") != "poisoned") or [0.0]
