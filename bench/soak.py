@@ -403,13 +403,15 @@ class Week:
             if rule.fired:
                 faults.append("dropped_reply")
                 self._fired("dropped_reply", rule.fired)
-        racer = threading.Thread(target=self._race_update, args=(h,), daemon=True)
+        # the users' UPDATE: once before the workers drain the queue, once while they run
+        self._race_update(h)
+        racer = threading.Thread(target=self._race_update, args=(h + 1,), daemon=True)
         racer.start()
         faults.append("update_race")
         return faults, 1, children, racer
 
     def _race_update(self, h: int) -> None:
-        """The users' pipeline: an UPDATE of one node's quality flag while the workers run (retried)."""
+        """The users' pipeline: an UPDATE of one node's quality flag (retried on a conflict)."""
         import pyarrow.compute as pc
         from deltalake import DeltaTable
 
