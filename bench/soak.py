@@ -1,0 +1,686 @@
+"""A week in the life of the sensor table, compressed in time, on Azurite.
+
+Every simulated five minutes the users' pipeline appends one reading per node (random row order) to two
+tables: a ``node_id_range``-partitioned table through :class:`deltaextras.RangeAppender`, and an
+unpartitioned table maintained with ``by="node_id"`` through ``write_deltalake`` (a week of Spark appends
+does not fit a run: both tables are appended through deltalake). Both use ``layout="tiered"``
+(docs/tiered.md, for hourly runs) and deletion vectors.
+
+Every simulated hour the real ``orchestrator/`` timer handler plans and sends to an Azurite queue, then
+``--workers`` processes drain it through the real ``worker/`` handler with the host's queue semantics
+(:class:`deltaextras.app.edges.local_host.LocalHost`: lease, dequeue count, poison queue), group commit as
+the app configures it. Every simulated day (``--day-hours`` hours): a manual rerun message, a duplicated
+delivery, one body that is not base64 (the injected poison), one worker SIGKILLed after its first output
+file (mid-rewrite) and one SIGKILLed after its commit landed (before the acknowledgement), one storage
+reply dropped after the write landed (the tests' fault proxy, in front of a worker), the users' UPDATE
+racing the workers (through deltalake), then a retention delete with deletion vectors and ``vacuum``.
+
+After every hour: the content through deltalake and polars against the bench's own ground truth
+(checksums, not counts), stored bytes by kind beside live bytes, log versions, write amplification,
+point-query bytes and requests through deltalake (a counting proxy), orchestrator and worker seconds
+and peak memory, outcomes. One CSV row per hour; a table per day and the targets' verdicts at the end;
+a PNG when matplotlib is installed.
+
+    python bench/soak.py --nodes 1500 --hours 6
+
+:func:`run_week` is the driver; ``tests/app/test_week.py`` runs a CI-sized week through it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import csv
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+REPO = Path(__file__).resolve().parents[1]
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(REPO / "tests" / "support"))
+sys.path.insert(0, str(BENCH))
+
+from _soak_report import daily_table, plot, verdicts  # noqa: E402
+
+STEP_US = 300_000_000  # five minutes
+STEPS_PER_HOUR = 12
+START_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
+RANGE_WIDTH = 100  # nodes per node_id_range partition
+TABLE_OPTIONS = {"sort_by": ["utc_time"], "unique_by": ["node_id", "utc_time"], "layout": "tiered"}
+FAULT_LEASE = 3.0  # seconds a killed worker's message stays invisible
+WORKER_LEASE = 300.0
+COLUMNS = ("node_id", "utc_time", "temperature", "humidity", "voltage", "quality")
+
+
+@dataclass
+class WeekConfig:
+    """What one run simulates. ``hours`` (when set) replaces ``days * 24``."""
+
+    nodes: int = 15_000
+    days: int = 7
+    hours: int | None = None
+    day_hours: int = 24  # simulated hours per "day": daily events run at the end of each
+    workers: int = 4
+    retention_hours: float = 72.0  # the retention delete removes readings older than this
+    faults: bool = True
+    point_nodes: int = 3
+    polars: bool = True
+    seed: int = 7
+
+    @property
+    def total_hours(self) -> int:
+        return self.hours if self.hours is not None else self.days * 24
+
+
+@dataclass
+class HourFigures:
+    """One CSV row: one table after one simulated hour."""
+
+    hour: int
+    day: int
+    table: str
+    rows_expected: int = 0
+    rows_deltalake: int = 0
+    rows_polars: int = -1
+    exact_deltalake: bool = False
+    exact_polars: bool | None = None
+    live_files: int = 0
+    live_bytes: int = 0
+    stored_bytes: int = 0
+    stored_by_kind: str = ""
+    log_versions: int = 0
+    appended_bytes: int = 0
+    maintenance_bytes: int = 0
+    write_amplification: float = 0.0
+    point_bytes: int = 0
+    point_requests: int = 0
+    point_x_own: float = 0.0
+    node_bytes: float = 0.0  # the node's share of the live bytes (its rows / all rows)
+    orchestrator_s: float = 0.0
+    orchestrator_rss_mb: float = 0.0
+    worker_median_s: float = 0.0
+    worker_p99_s: float = 0.0
+    worker_rss_mb: float = 0.0
+    committed: int = 0
+    skipped: int = 0
+    retried: int = 0
+    dead_lettered: int = 0
+    injected_poison: int = 0
+    faults: str = ""
+
+
+@dataclass
+class WeekResult:
+    """Every hourly row, the faults that fired, and the failures of the correctness targets."""
+
+    rows: list[HourFigures] = field(default_factory=list)
+    faults_fired: dict[str, int] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+    csv_path: str = ""
+
+
+# ----------------------------------------------------------------------------- child processes
+def _child_main(argv: list[str]) -> int:
+    """``soak.py --child MODE ...``: the orchestrator or a worker, in its own process."""
+    mode, out = argv[0], argv[1]
+    from deltaextras.app import work
+    from deltaextras.app.edges.local_host import LocalHost
+
+    if mode == "timer":
+        summary = LocalHost(REPO).run_timer()
+    else:
+        kill = argv[2] if len(argv) > 2 else ""
+        if kill in ("after_output", "after_commit"):
+            original = work.rorder_single
+
+            def die(*_a: Any) -> None:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+            def rorder_then_die(*args: Any, **kwargs: Any) -> Any:
+                kwargs["hooks"] = {kill: die}
+                return original(*args, **kwargs)
+
+            work.rorder_single = rorder_then_die  # type: ignore[assignment]
+            host = LocalHost(REPO, lease_seconds=FAULT_LEASE, visibility_timeout=1)
+            summary = host.drain(max_deliveries=1, idle_timeout=5)
+        elif kill == "once":
+            summary = LocalHost(REPO, lease_seconds=WORKER_LEASE, visibility_timeout=1).drain(
+                max_deliveries=1, idle_timeout=5
+            )
+        else:
+            summary = LocalHost(REPO, lease_seconds=WORKER_LEASE, visibility_timeout=1).drain(idle_timeout=20)
+    Path(out).write_text(json.dumps(summary.to_dict(), default=str))
+    return 0
+
+
+@dataclass
+class Child:
+    proc: subprocess.Popen[bytes]
+    out: Path
+    started: float
+    seconds: float = 0.0
+    rss_mb: float = 0.0
+    returncode: int | None = None
+
+    def wait(self) -> Child:
+        _, status, usage = os.wait4(self.proc.pid, 0)
+        self.proc.returncode = self.returncode = os.waitstatus_to_exitcode(status)
+        self.seconds = time.monotonic() - self.started
+        self.rss_mb = usage.ru_maxrss / 1024
+        return self
+
+    def summary(self) -> dict[str, Any]:
+        return json.loads(self.out.read_text()) if self.out.exists() else {}
+
+
+def _spawn(workdir: Path, mode: str, *extra: str, env: dict[str, str] | None = None) -> Child:
+    out = workdir / f"{mode}-{uuid.uuid4().hex[:8]}.json"
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", mode, str(out), *extra]
+    log = open(workdir / "children.log", "ab")  # noqa: SIM115 (closed with the process)
+    proc = subprocess.Popen(cmd, env={**os.environ, **(env or {})}, stdout=log, stderr=log)
+    log.close()
+    return Child(proc, out, time.monotonic())
+
+
+# ----------------------------------------------------------------------------- the week
+class Week:
+    """Two tables on one Azurite, one function app, the ground truth, the figures."""
+
+    def __init__(self, cfg: WeekConfig, azurite: Any, workdir: Path) -> None:
+        import pyarrow as pa
+
+        self.cfg, self.az, self.workdir = cfg, azurite, workdir
+        self.rng = random.Random(cfg.seed)
+        self.container = f"soak-{uuid.uuid4().hex[:8]}"
+        azurite.create_container(self.container)
+        self.opts = dict(azurite.storage_options)
+        base = uuid.uuid4().hex[:8]
+        self.uris = {
+            "partitioned": f"az://{self.container}/{base}-ranged",
+            "unpartitioned": f"az://{self.container}/{base}-flat",
+        }
+        self.queue = f"soak-{uuid.uuid4().hex[:10]}"
+        self.truth: dict[str, list[pa.Table]] = {name: [] for name in self.uris}
+        self.seen_paths: dict[str, set[str]] = {name: set() for name in self.uris}
+        self.log_cursor = dict.fromkeys(self.uris, -1)
+        self.bytes_by_op: dict[str, dict[str, int]] = {name: {"appended": 0, "maintenance": 0} for name in self.uris}
+        self.result = WeekResult()
+        self.step = 0
+        self.proxy: Any = None
+        tables = [
+            {"uri": self.uris["partitioned"], **TABLE_OPTIONS},
+            {"uri": self.uris["unpartitioned"], "by": "node_id", **TABLE_OPTIONS},
+        ]
+        self.env = {
+            "DELTAEXTRAS_TABLES": json.dumps(tables),
+            "DELTAEXTRAS_QUEUE": self.queue,
+            "DELTAEXTRAS_POISON_QUEUE": f"{self.queue}-poison",
+            "DELTAEXTRAS_SCHEDULE": "0 0 * * * *",
+            "DELTAEXTRAS_STORAGE": azurite.connection_string,
+            "DELTAEXTRAS_STORAGE_OPTIONS": json.dumps(self.opts),
+        }
+        os.environ.update(self.env)
+        for name in ("AZURE_CLIENT_ID", "IDENTITY_ENDPOINT", "DELTAEXTRAS_QUEUE_URL"):
+            os.environ.pop(name, None)
+
+    # ------------------------------------------------------------------ data
+    def _batch(self) -> Any:
+        import pyarrow as pa
+
+        ids = list(range(self.cfg.nodes))
+        self.rng.shuffle(ids)
+        t = START_US + self.step * STEP_US
+        r = self.rng
+        return pa.table(
+            {
+                "node_id": pa.array(ids, pa.int64()),
+                "utc_time": pa.array([t] * len(ids), pa.timestamp("us", tz="UTC")),
+                "temperature": pa.array([round(r.gauss(20, 5), 2) for _ in ids], pa.float64()),
+                "humidity": pa.array([round(r.uniform(0, 100), 1) for _ in ids], pa.float64()),
+                "voltage": pa.array([round(r.uniform(3, 4.2), 3) for _ in ids], pa.float64()),
+                "quality": pa.array([0] * len(ids), pa.int32()),
+            }
+        )
+
+    def create(self) -> None:
+        from deltalake import write_deltalake
+
+        from deltaextras import RangeSpec, create_range_table, enable_deletion_vectors
+
+        batch = self._batch()
+        create_range_table(
+            self.uris["partitioned"],
+            batch.schema,
+            RangeSpec.fixed_width("node_id", RANGE_WIDTH),
+            storage_options=self.opts,
+        )
+        write_deltalake(self.uris["unpartitioned"], batch.schema.empty_table(), storage_options=self.opts)
+        for uri in self.uris.values():
+            enable_deletion_vectors(uri, storage_options=self.opts)
+
+    def append(self) -> None:
+        from deltalake import write_deltalake
+
+        from deltaextras import append_ranged
+
+        batch = self._batch()
+        append_ranged(self.uris["partitioned"], batch, storage_options=self.opts)
+        write_deltalake(self.uris["unpartitioned"], batch, mode="append", storage_options=self.opts)
+        for name in self.uris:
+            self.truth[name].append(batch)
+        self.step += 1
+
+    def expected(self, name: str) -> Any:
+        import pyarrow as pa
+
+        table = pa.concat_tables(self.truth[name])
+        self.truth[name] = [table]
+        return table
+
+    # ------------------------------------------------------------------ queue
+    def _queue(self, name: str) -> Any:
+        from deltaextras.app.edges.azure_queue import ensure_queue, queue_client
+
+        client = queue_client(name, raw=True)
+        ensure_queue(client)
+        return client
+
+    def _send(self, body: str, raw: bool = False) -> None:
+        self._queue(self.queue).send_message(body if raw else base64.b64encode(body.encode()).decode())
+
+    def _count_poison(self) -> int:
+        """Messages on the poison queue (then removed, so that every hour counts its own)."""
+        q, n = self._queue(f"{self.queue}-poison"), 0
+        while True:
+            page = list(q.receive_messages(messages_per_page=32, max_messages=32, visibility_timeout=30))
+            if not page:
+                return n
+            for m in page:
+                q.delete_message(m.id, m.pop_receipt)
+                n += 1
+
+    def _fired(self, name: str, n: int = 1) -> None:
+        self.result.faults_fired[name] = self.result.faults_fired.get(name, 0) + n
+
+    # ------------------------------------------------------------------ one hour
+    def hour(self, h: int) -> None:
+        cfg = self.cfg
+        day = h // cfg.day_hours
+        in_day = h % cfg.day_hours
+        fault_hour = cfg.faults and in_day == min(1, cfg.day_hours - 1)
+        for _ in range(STEPS_PER_HOUR):
+            self.append()
+        timer = _spawn(self.workdir, "timer").wait()
+        if timer.summary().get("orchestrator") != "succeeded":
+            self.result.failures.append(f"hour {h + 1}: orchestrator {timer.summary().get('orchestrator')}")
+        injected_poison, faults, children = 0, [], []
+        racer: threading.Thread | None = None
+        if fault_hour:
+            faults, injected_poison, children, racer = self._inject(h)
+        workers = [_spawn(self.workdir, "drain") for _ in range(cfg.workers)]
+        for c in workers:
+            c.wait()
+        if racer is not None:
+            racer.join()
+        # a worker that exited early while a killed worker's message was still leased: drain what is left
+        if self._queue(self.queue).get_queue_properties().approximate_message_count:
+            workers.append(_spawn(self.workdir, "drain").wait())
+        deliveries = [d for c in children + workers for d in c.summary().get("deliveries", [])]
+        poisoned = self._count_poison()
+        dead = poisoned - injected_poison
+        if dead:
+            reasons = sorted({str(d.get("reason")) for d in deliveries if d.get("outcome") == "dead-letter"})
+            self.result.failures.append(f"hour {h + 1}: {dead} dead letter(s) beyond the injected poison: {reasons}")
+        if in_day == cfg.day_hours - 1:
+            faults.append(self._daily(day))
+        secs = sorted(d["seconds"] for d in deliveries if d.get("result") != "poisoned") or [0.0]
+        for name, uri in self.uris.items():
+            row = HourFigures(hour=h + 1, day=day + 1, table=name, faults=";".join(f for f in faults if f))
+            row.orchestrator_s, row.orchestrator_rss_mb = timer.seconds, timer.rss_mb
+            row.worker_median_s = statistics.median(secs)
+            row.worker_p99_s = secs[min(len(secs) - 1, int(0.99 * len(secs)))]
+            row.worker_rss_mb = max((c.rss_mb for c in workers + children), default=0.0)
+            mine = [d for d in deliveries if d.get("table") == uri]
+            row.committed = sum(1 for d in mine if d.get("outcome") == "committed")
+            row.skipped = sum(1 for d in mine if d.get("outcome") == "skipped")
+            row.retried = sum(1 for d in mine if d.get("result") == "failed")
+            # the poison queue is the app's, not a table's: counted on the first table's row
+            first = name == next(iter(self.uris))
+            row.dead_lettered, row.injected_poison = (poisoned, injected_poison) if first else (0, 0)
+            self._measure(name, uri, row)
+            self.result.rows.append(row)
+
+    def _inject(self, h: int) -> tuple[list[str], int, list[Child], threading.Thread | None]:
+        """The day's faults, around the hour's queue: returns (labels, poison injected, children, racer)."""
+        from faultproxy import FaultProxy, Rule, through
+
+        from deltaextras.app.enqueue import enqueue
+
+        faults: list[str] = []
+        q = self._queue(self.queue)
+        # a duplicated delivery: one planned message sent twice
+        peeked = q.peek_messages(max_messages=1)
+        if peeked:
+            q.send_message(peeked[0].content)
+            faults.append("duplicate")
+            self._fired("duplicate")
+        # a manual rerun of one partition (the recipe of docs/function-app.md)
+        enqueue(self.uris["partitioned"], partitions=["0"], storage_options=self.opts)
+        faults.append("rerun")
+        self._fired("rerun")
+        # the injected poison: a body that is not base64
+        self._send("%% not base64 %%", raw=True)
+        faults.append("poison")
+        self._fired("poison")
+        children: list[Child] = []
+        for kill in ("after_output", "after_commit"):
+            c = _spawn(self.workdir, "drain", kill).wait()
+            children.append(c)
+            if c.returncode == -signal.SIGKILL:
+                faults.append(f"killed:{kill}")
+                self._fired(f"killed:{kill}")
+        # a storage reply dropped after the write landed: one worker's storage goes through the proxy
+        port = urlsplit(self.az.blob_endpoint).port
+        with FaultProxy(port) as proxy:
+            rule = proxy.add(Rule("PUT", r"/_delta_log/", "drop"))
+            opts = through("azurite", self.opts, proxy)
+            c = _spawn(self.workdir, "drain", "once", env={"DELTAEXTRAS_STORAGE_OPTIONS": json.dumps(opts)}).wait()
+            children.append(c)
+            if rule.fired:
+                faults.append("dropped_reply")
+                self._fired("dropped_reply", rule.fired)
+        # the users' UPDATE: once before the workers drain the queue, once while they run
+        self._race_update(h)
+        racer = threading.Thread(target=self._race_update, args=(h + 1,), daemon=True)
+        racer.start()
+        faults.append("update_race")
+        return faults, 1, children, racer
+
+    def _race_update(self, h: int) -> None:
+        """The users' pipeline: an UPDATE of one node's quality flag (retried on a conflict)."""
+        import pyarrow.compute as pc
+        from deltalake import DeltaTable
+
+        node = h % self.cfg.nodes
+        for name, uri in self.uris.items():
+            for attempt in range(8):
+                try:
+                    DeltaTable(uri, storage_options=self.opts).update(
+                        updates={"quality": "quality + 1"}, predicate=f"node_id = {node}"
+                    )
+                except Exception:  # a conflict with a worker's commit: the pipeline retries
+                    time.sleep(0.5 * (attempt + 1))
+                    continue
+                table = self.expected(name)
+                hit = pc.equal(table["node_id"], node)
+                quality = pc.if_else(hit, pc.add(table["quality"], 1), table["quality"]).cast(
+                    table.schema.field("quality").type
+                )
+                self.truth[name] = [table.set_column(table.schema.get_field_index("quality"), "quality", quality)]
+                self._fired("update_race")
+                break
+
+    def _daily(self, day: int) -> str:
+        """Retention delete with deletion vectors, then vacuum (retention 0: orphans must go too)."""
+        import pyarrow.compute as pc
+
+        from deltaextras import delete, vacuum
+
+        cutoff_step = self.step - int(self.cfg.retention_hours * STEPS_PER_HOUR)
+        if cutoff_step <= 0:
+            cutoff_step = max(1, self.step // 4)
+        cutoff = START_US + cutoff_step * STEP_US
+        iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(cutoff / 1e6))
+        for name, uri in self.uris.items():
+            delete(uri, f"utc_time < '{iso}Z'", storage_options=self.opts, mode="deletion_vectors")
+            table = self.expected(name)
+            import pyarrow as pa
+
+            keep = pc.greater_equal(table["utc_time"], pa.scalar(cutoff, pa.timestamp("us", tz="UTC")))
+            self.truth[name] = [table.filter(keep)]
+            vacuum(uri, retention_hours=0, dry_run=False, storage_options=self.opts)
+        self._fired("retention_delete")
+        self._fired("vacuum")
+        return "delete+vacuum"
+
+    # ------------------------------------------------------------------ figures
+    def _measure(self, name: str, uri: str, row: HourFigures) -> None:
+        import pyarrow as pa
+        from deltalake import DeltaTable
+        from oracle import rows_checksum
+
+        dt = DeltaTable(uri, storage_options=self.opts)
+        expected = rows_checksum(self.expected(name).select(list(COLUMNS)))
+        got = rows_checksum(pa.table(dt.scan()).select(list(COLUMNS)))
+        row.rows_expected, row.rows_deltalake = expected[0], got[0]
+        row.exact_deltalake = got == expected
+        if not row.exact_deltalake:
+            self.result.failures.append(
+                f"hour {row.hour} {name}: deltalake reads {got[0]} rows, expected {expected[0]} (content differs)"
+            )
+        if self.cfg.polars:
+            row.rows_polars, row.exact_polars = self._polars_check(uri, expected)
+            if row.exact_polars is False:
+                self.result.failures.append(
+                    f"hour {row.hour} {name}: polars reads {row.rows_polars} rows, expected {expected[0]}"
+                )
+        adds = pa.table(dt.get_add_actions(flatten=True)).to_pydict()
+        row.live_files, row.live_bytes = len(adds["path"]), int(sum(adds["size_bytes"]))
+        kinds = self._stored(uri)
+        row.stored_bytes = sum(kinds.values())
+        row.stored_by_kind = " ".join(f"{k}={v}" for k, v in sorted(kinds.items()))
+        row.log_versions = dt.version()
+        self._log_bytes(name, uri, row.log_versions)
+        row.appended_bytes = self.bytes_by_op[name]["appended"]
+        row.maintenance_bytes = self.bytes_by_op[name]["maintenance"]
+        row.write_amplification = row.maintenance_bytes / max(1, row.appended_bytes)
+        if self.proxy is not None and row.rows_expected:
+            self._point_query(uri, row)
+
+    def _polars_check(self, uri: str, expected: tuple[int, str]) -> tuple[int, bool | None]:
+        from oracle import rows_checksum
+
+        try:
+            import polars as pl
+
+            df = pl.read_delta(uri, storage_options=self.opts).select(list(COLUMNS))
+            got = rows_checksum(df.to_arrow())
+        except Exception as exc:  # an engine that cannot read the table is a finding, not a crash
+            self.result.failures.append(f"polars could not read {uri}: {type(exc).__name__}: {str(exc)[:200]}")
+            return -1, False
+        return got[0], got == expected
+
+    def _stored(self, uri: str) -> dict[str, int]:
+        """Every stored byte under the table's prefix, by kind."""
+        prefix = urlsplit(uri).path.lstrip("/") + "/"
+        container = self.az.blob_service_client().get_container_client(self.container)
+        kinds: dict[str, int] = {}
+        for blob in container.list_blobs(name_starts_with=prefix):
+            key = blob.name[len(prefix) :]
+            parts = key.split("/")
+            if parts[0] == "_delta_log":
+                if len(parts) > 2:
+                    kind = f"log/{parts[1]}"
+                elif ".checkpoint" in key:
+                    kind = "checkpoints"
+                elif key.endswith(".json"):
+                    kind = "log"
+                else:
+                    kind = "log/other"
+            elif key.endswith(".bin"):
+                kind = "deletion_vectors"
+            elif key.endswith(".parquet"):
+                kind = "data"
+            else:
+                kind = parts[0] if len(parts) > 1 else "other"
+            kinds[kind] = kinds.get(kind, 0) + int(blob.size)
+        return kinds
+
+    def _log_bytes(self, name: str, uri: str, version: int) -> None:
+        """Bytes of new data files per commit: appends (WRITE) vs maintenance (everything of ours)."""
+        prefix = urlsplit(uri).path.lstrip("/")
+        container = self.az.blob_service_client().get_container_client(self.container)
+        for v in range(self.log_cursor[name] + 1, version + 1):
+            try:
+                text = container.download_blob(f"{prefix}/_delta_log/{v:020d}.json").readall().decode()
+            except Exception:
+                continue  # a version only in a checkpoint: nothing new to count
+            actions = [json.loads(line) for line in text.splitlines() if line.strip()]
+            op = next((a["commitInfo"].get("operation", "") for a in actions if "commitInfo" in a), "")
+            kind = (
+                "appended"
+                if op in ("WRITE", "CREATE TABLE")
+                else "user"
+                if op in ("UPDATE", "MERGE")
+                else "maintenance"
+            )
+            for a in actions:
+                add = a.get("add")
+                if not add:
+                    continue
+                dv = add.get("deletionVector") or {}
+                if add["path"] not in self.seen_paths[name]:
+                    self.seen_paths[name].add(add["path"])
+                    self.bytes_by_op[name][kind] = self.bytes_by_op[name].get(kind, 0) + int(add["size"])
+                if dv.get("storageType") == "u":
+                    self.bytes_by_op[name]["maintenance"] += int(dv.get("sizeInBytes", 0))
+        self.log_cursor[name] = version
+
+    def _point_query(self, uri: str, row: HourFigures) -> None:
+        from deltalake import DeltaTable, QueryBuilder
+
+        port = self.proxy.port
+        opts = {**self.opts, "azure_storage_endpoint": f"http://127.0.0.1:{port}/devstoreaccount1"}
+        node_rows = row.rows_expected / max(1, self.cfg.nodes)
+        own = max(1.0, row.live_bytes * node_rows / max(1, row.rows_expected))
+        worst_bytes, worst_requests = 0, 0
+        for node in range(0, self.cfg.nodes, max(1, self.cfg.nodes // self.cfg.point_nodes))[: self.cfg.point_nodes]:
+            dt = DeltaTable(uri, storage_options=opts)
+            self.proxy.reset()
+            QueryBuilder().register("t", dt).execute(f"SELECT * FROM t WHERE node_id = {node}").read_all()
+            counts = self.proxy.snapshot()
+            worst_bytes = max(worst_bytes, counts.data_bytes)
+            worst_requests = max(worst_requests, counts.data_requests)
+        row.point_bytes, row.point_requests = worst_bytes, worst_requests
+        row.point_x_own, row.node_bytes = worst_bytes / own, own
+
+
+def run_week(
+    cfg: WeekConfig,
+    azurite: Any,
+    workdir: Path,
+    *,
+    csv_path: Path | None = None,
+    on_hour: Callable[[list[HourFigures]], None] | None = None,
+    point_queries: bool = True,
+) -> WeekResult:
+    """Simulate ``cfg.total_hours`` hours; returns every hourly row and the correctness failures."""
+    from _proxy import CountingProxy
+
+    week = Week(cfg, azurite, workdir)
+    week.create()
+    if point_queries:
+        week.proxy = CountingProxy("127.0.0.1", int(urlsplit(azurite.blob_endpoint).port or 0))
+        week.proxy.start()
+    writer = None
+    fh = None
+    try:
+        if csv_path is not None:
+            fh = open(csv_path, "w", newline="")  # noqa: SIM115
+            writer = csv.DictWriter(fh, fieldnames=list(asdict(HourFigures(0, 0, "")).keys()))
+            writer.writeheader()
+            week.result.csv_path = str(csv_path)
+        for h in range(cfg.total_hours):
+            before = len(week.result.rows)
+            week.hour(h)
+            new = week.result.rows[before:]
+            if writer is not None and fh is not None:
+                writer.writerows(asdict(r) for r in new)
+                fh.flush()
+            if on_hour:
+                on_hour(new)
+    finally:
+        if fh:
+            fh.close()
+        if week.proxy is not None:
+            week.proxy.stop()
+    return week.result
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--child":
+        return _child_main(argv[1:])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--nodes", type=int, default=15_000)
+    p.add_argument("--days", type=int, default=7)
+    p.add_argument("--hours", type=int, default=None, help="simulated hours (replaces --days)")
+    p.add_argument("--day-hours", type=int, default=24, help="simulated hours per day (daily events)")
+    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--retention-hours", type=float, default=72.0)
+    p.add_argument("--no-faults", action="store_true")
+    p.add_argument("--point-nodes", type=int, default=3, help="nodes queried through the counting proxy")
+    p.add_argument("--out", default=str(BENCH / ".work" / "soak"))
+    a = p.parse_args(argv)
+    from services import Azurite
+
+    cfg = WeekConfig(
+        nodes=a.nodes,
+        days=a.days,
+        hours=a.hours,
+        day_hours=a.day_hours,
+        workers=a.workers,
+        retention_hours=a.retention_hours,
+        faults=not a.no_faults,
+        point_nodes=a.point_nodes,
+    )
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"soak: {asdict(cfg)} -> {out}", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        az = Azurite.start(Path(tmp))
+        try:
+
+            def show(rows: list[HourFigures]) -> None:
+                for r in rows:
+                    print(
+                        f"hour {r.hour} {r.table}: exact={r.exact_deltalake}/{r.exact_polars} rows={r.rows_deltalake} "
+                        f"live={r.live_bytes / 1e6:.1f}MB stored={r.stored_bytes / 1e6:.1f}MB v={r.log_versions} "
+                        f"wa={r.write_amplification:.2f} pq={r.point_bytes / 1024:.0f}KiB/{r.point_requests}req "
+                        f"orch={r.orchestrator_s:.1f}s workers p99={r.worker_p99_s:.1f}s faults={r.faults}",
+                        flush=True,
+                    )
+
+            result = run_week(cfg, az, out, csv_path=out / "soak.csv", on_hour=show)
+        finally:
+            az.stop()
+    print("\n" + daily_table(result.rows))
+    print("\nTargets:")
+    for name, ok, figure in verdicts(result):
+        print(f"  {'PASS' if ok else 'FAIL'}  {name}: {figure}")
+    print(f"\nfaults fired: {result.faults_fired}")
+    for f in result.failures:
+        print(f"  failure: {f}")
+    if plot(result.rows, out / "soak.png"):
+        print(f"PNG: {out / 'soak.png'}")
+    print(f"CSV: {out / 'soak.csv'}")
+    return 0
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        sys.exit(main())
