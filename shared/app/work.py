@@ -9,13 +9,15 @@ status         when                                                        the q
 =============  ==========================================================  ===========================
 committed      the partition was rewritten and committed                   deletes the message
 skipped        nothing to do: in layout, no live files, or already         deletes the message
-               committed by an earlier delivery of the same work
+               committed by an earlier delivery of the same work; or
+               superseded: the table moved on under a stale plan (its
+               inputs replaced, its metadata changed), which the next
+               plan covers
 retry          transient: storage or network trouble, too many             leaves it for redelivery
                concurrent commits (``is_retryable``)                       (raise / batchItemFailures)
 dead-letter    permanent: malformed message, table not configured or       puts it on the dead-letter
-               missing, unsupported feature, ``unique_by`` conflict,       queue with the reason, then
-               stale plan whose inputs are gone; or a transient failure    deletes it
-               on its last allowed attempt
+               missing, unsupported feature, ``unique_by`` conflict;       queue with the reason, then
+               or a transient failure on its last allowed attempt          deletes it
 =============  ==========================================================  ===========================
 
 A message may name only the table and the partition (``{"path": ..., "partition_value": "3"}``, as an
@@ -47,7 +49,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ..errors import DeltaExtrasError, is_retryable
+from ..errors import CommitConflictError, DeltaExtrasError, is_retryable
 from ..ops.rorder.message import RorderMessage, decode_body
 from ..ops.rorder.report import PartitionReport
 from ..ops.rorder.rorder import Hooks, rorder_single
@@ -207,7 +209,13 @@ def handle(
         out.partition = report.partition or out.partition
     except Exception as exc:
         out.error, out.error_type, out.reason = exc, type(exc).__name__, _describe(exc)
-        if not is_retryable(exc):
+        if isinstance(exc, CommitConflictError):
+            # The table moved on under the plan (another writer replaced its inputs or changed the schema):
+            # nothing was committed, and the orchestrator's next plan covers the unit as it is now. Nothing
+            # for a person to do, so no dead letter; the outcome says it was superseded.
+            out.status = SKIPPED
+            out.reason = f"superseded: {out.reason}; the next plan covers this unit"
+        elif not is_retryable(exc):
             out.status = DEAD_LETTER
         elif max_attempts and dequeue_count and dequeue_count >= max_attempts:
             out.status = DEAD_LETTER

@@ -219,14 +219,18 @@ def test_unique_by_conflict_is_dead_lettered(tmp_path: Path) -> None:
     assert table_version(uri) == 1
 
 
-def test_stale_plan_whose_inputs_are_gone_is_dead_lettered(table: str) -> None:
+def test_stale_plan_whose_inputs_are_gone_is_superseded_not_dead_lettered(table: str) -> None:
+    """The table moved on under the plan: nothing is committed and nothing is dead-lettered (no person has
+    anything to do); the message is done, and the next plan covers the unit as it is now."""
     config = config_for(table)
     stale = plan_table(table).messages()[0].to_json()
     DeltaTable(table).delete(f"{UNIT} = 0")  # another writer removes the planned files
     version = table_version(table)
     outcome = work.handle(stale, config)
-    assert outcome.status == "dead-letter" and isinstance(outcome.error, CommitConflictError), outcome.reason
+    assert outcome.status == "skipped" and isinstance(outcome.error, CommitConflictError), outcome.reason
+    assert not outcome.dead_letter and not outcome.retry
     assert outcome.error_type == "ConcurrentDeleteReadError"  # the planned files were removed
+    assert outcome.reason.startswith("superseded: ")
     assert table_version(table) == version
 
 
