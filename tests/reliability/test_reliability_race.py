@@ -10,7 +10,7 @@ the other writers' operations.
 
 Promises checked after every round: at most one worker commits; every other worker either saw that
 commit (``skipped``, already committed) or lost to a delete that changed one of its inputs (all of them
-dead-letter with ``CommitConflictError``); exactly one log entry carries the round's ``txn``. A delete
+``skipped`` as superseded, with ``CommitConflictError``); exactly one log entry carries the round's ``txn``. A delete
 that wins against the rewrite is carried onto the rewritten files (:mod:`deltaextras.ops.rorder.commit.carry`), so
 at least 90 % of the rounds end with one committed rewrite. After all rounds: the content is exactly
 the rows written minus the rows deleted (no append lost, no row duplicated, no deleted row back), no
@@ -168,7 +168,7 @@ def race_round(
                 kinds["committed after carrying a delete"] += 1
         elif o.status == "skipped" and "already committed" in o.reason:
             kinds["saw the winner"] += 1
-        elif o.status == "dead-letter" and isinstance(o.error, CommitConflictError) and not o.error.retryable:
+        elif o.status == "skipped" and isinstance(o.error, CommitConflictError) and o.reason.startswith("superseded"):
             kinds["lost to a delete"] += 1
         else:
             kinds[f"unexpected {o.status}: {o.error_type}: {o.reason}"] += 1

@@ -60,7 +60,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import InvalidArgumentError, MessageError, shown
-from .options import DEFAULT_MAX_FOOTER_BYTES, MAX_LONG, RorderOptions  # versions and sizes are Delta/Parquet longs
+from .options import (  # versions and sizes are Delta/Parquet longs
+    DEFAULT_MAX_FOOTER_BYTES,
+    MAX_LONG,
+    OPTION_KEYS,
+    RorderOptions,
+)
 from .value_ranges import ValueRange
 
 MESSAGE_VERSION = 2
@@ -80,15 +85,8 @@ _KNOWN = {
     "partition_name",
     "partition_value",
     "files",
-    "by",
-    "sort_by",
-    "unique_by",
-    "target_file_size",
-    "memory_budget",
-    "max_footer_bytes",
+    *OPTION_KEYS,
     "max_materialize_size",
-    "max_deleted_rows_ratio",
-    "layout",
     "commit",
     "range",
 }

@@ -181,6 +181,19 @@ def _positive_int(value: Any, what: str) -> int:
     return value
 
 
+# The option keys of a work message or a table entry of the settings (:meth:`RorderOptions.from_mapping`).
+OPTION_KEYS = (
+    "by",
+    "sort_by",
+    "unique_by",
+    "target_file_size",
+    "memory_budget",
+    "max_footer_bytes",
+    "max_deleted_rows_ratio",
+    "layout",
+)
+
+
 @dataclass(frozen=True)
 class RorderOptions:
     """How one partition is rewritten.
@@ -213,17 +226,7 @@ class RorderOptions:
             >>> RorderOptions.from_mapping({"path": "/t", "unique_by": "k"}).unique_by
             ('k',)
         """
-        keys = (
-            "by",
-            "sort_by",
-            "unique_by",
-            "target_file_size",
-            "memory_budget",
-            "max_footer_bytes",
-            "max_deleted_rows_ratio",
-            "layout",
-        )
-        return cls.build(**{k: data.get(k) for k in keys})
+        return cls.build(**{k: data.get(k) for k in OPTION_KEYS})
 
     @classmethod
     def build(
