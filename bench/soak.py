@@ -233,9 +233,19 @@ class Week:
             "DELTAEXTRAS_STORAGE": azurite.connection_string,
             "DELTAEXTRAS_STORAGE_OPTIONS": json.dumps(self.opts),
         }
+        cleared = ("AZURE_CLIENT_ID", "IDENTITY_ENDPOINT", "DELTAEXTRAS_QUEUE_URL")
+        self._saved_env = {name: os.environ.get(name) for name in [*self.env, *cleared]}
         os.environ.update(self.env)
-        for name in ("AZURE_CLIENT_ID", "IDENTITY_ENDPOINT", "DELTAEXTRAS_QUEUE_URL"):
+        for name in cleared:
             os.environ.pop(name, None)
+
+    def restore_env(self) -> None:
+        """The process environment as it was before this week (a test process runs other tests after it)."""
+        for name, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
     # ------------------------------------------------------------------ data
     def _batch(self) -> Any:
@@ -592,13 +602,13 @@ def run_week(
     from _proxy import CountingProxy
 
     week = Week(cfg, azurite, workdir)
-    week.create()
-    if point_queries:
-        week.proxy = CountingProxy("127.0.0.1", int(urlsplit(azurite.blob_endpoint).port or 0))
-        week.proxy.start()
     writer = None
     fh = None
     try:
+        week.create()
+        if point_queries:
+            week.proxy = CountingProxy("127.0.0.1", int(urlsplit(azurite.blob_endpoint).port or 0))
+            week.proxy.start()
         if csv_path is not None:
             fh = open(csv_path, "w", newline="")  # noqa: SIM115
             writer = csv.DictWriter(fh, fieldnames=list(asdict(HourFigures(0, 0, "")).keys()))
@@ -618,6 +628,7 @@ def run_week(
             fh.close()
         if week.proxy is not None:
             week.proxy.stop()
+        week.restore_env()
     return week.result
 
 

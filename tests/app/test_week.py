@@ -10,6 +10,7 @@ poison queue but the injected poison."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -54,11 +55,12 @@ def _soak() -> object:
 def test_a_ci_sized_week_keeps_every_row_exactly_once(
     azurite: Azurite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name in ENV:  # the driver sets the app's settings in this process: restored afterwards
+    for name in ENV:  # the driver sets the app's settings in this process, and restores them
         monkeypatch.delenv(name, raising=False)
     soak = _soak()
     cfg = soak.WeekConfig(nodes=30, hours=3, day_hours=3, workers=4, retention_hours=1.0, point_nodes=1)
     result = soak.run_week(cfg, azurite, tmp_path, point_queries=False)
+    assert not [name for name in ENV if name in os.environ], "the driver left app settings in the environment"
 
     assert set(result.faults_fired) == FAULTS, f"faults not injected: {FAULTS - set(result.faults_fired)}"
     assert len(result.rows) == 2 * 3
