@@ -13,7 +13,8 @@ the app configures it. Every simulated day (``--day-hours`` hours): a manual rer
 delivery, one body that is not base64 (the injected poison), one worker SIGKILLed after its first output
 file (mid-rewrite) and one SIGKILLed after its commit landed (before the acknowledgement), one storage
 reply dropped after the write landed (the tests' fault proxy, in front of a worker), the users' UPDATE
-racing the workers (through deltalake), then a retention delete with deletion vectors and ``vacuum``.
+racing the workers (through deltalake); in the day's last hour a retention delete with deletion vectors
+lands before the hourly run (which purges its vectors) and ``vacuum`` follows the run.
 
 After every hour: the content through deltalake and polars against the bench's own ground truth
 (checksums, not counts), stored bytes by kind beside live bytes, log versions, write amplification,
@@ -63,6 +64,10 @@ RANGE_WIDTH = 100  # nodes per node_id_range partition
 TABLE_OPTIONS = {"sort_by": ["utc_time"], "unique_by": ["node_id", "utc_time"], "layout": "tiered"}
 FAULT_LEASE = 3.0  # seconds a killed worker's message stays invisible
 WORKER_LEASE = 300.0
+DRAIN_IDLE = 6.0  # seconds a worker waits on an empty queue before it exits (a killed worker's lease is 3 s)
+# Superseded checkpoints are kept this long (wall seconds) instead of the product's hour: a simulated hour
+# lasts seconds here, and the bytes stored at a day's end should be those of a day lived in real time.
+CHECKPOINT_KEEP_SECONDS = 10.0
 COLUMNS = ("node_id", "utc_time", "temperature", "humidity", "voltage", "quality")
 
 
@@ -134,9 +139,19 @@ class WeekResult:
 
 
 # ----------------------------------------------------------------------------- child processes
+def _compress_time() -> float:
+    """Scales the product's wall-clock wait before superseded checkpoints go (:data:`CHECKPOINT_KEEP_SECONDS`);
+    returns the value it replaced."""
+    from deltaextras.core import checkpoint_prune
+
+    before, checkpoint_prune.KEEP_SECONDS = checkpoint_prune.KEEP_SECONDS, CHECKPOINT_KEEP_SECONDS
+    return before
+
+
 def _child_main(argv: list[str]) -> int:
     """``soak.py --child MODE ...``: the orchestrator or a worker, in its own process."""
     mode, out = argv[0], argv[1]
+    _compress_time()
     from deltaextras.app import work
     from deltaextras.app.edges.local_host import LocalHost
 
@@ -162,7 +177,7 @@ def _child_main(argv: list[str]) -> int:
                 max_deliveries=1, idle_timeout=5
             )
         else:
-            summary = LocalHost(REPO, lease_seconds=WORKER_LEASE, visibility_timeout=1).drain(idle_timeout=20)
+            summary = LocalHost(REPO, lease_seconds=WORKER_LEASE, visibility_timeout=1).drain(idle_timeout=DRAIN_IDLE)
     Path(out).write_text(json.dumps(summary.to_dict(), default=str))
     return 0
 
@@ -334,6 +349,9 @@ class Week:
         fault_hour = cfg.faults and in_day == min(1, cfg.day_hours - 1)
         for _ in range(STEPS_PER_HOUR):
             self.append()
+        last_hour = in_day == cfg.day_hours - 1
+        if last_hour:  # the retention delete lands before the hourly run, which purges its vectors
+            self._retention_delete(day)
         timer = _spawn(self.workdir, "timer").wait()
         if timer.summary().get("orchestrator") != "succeeded":
             self.result.failures.append(f"hour {h + 1}: orchestrator {timer.summary().get('orchestrator')}")
@@ -355,8 +373,9 @@ class Week:
         if dead:
             reasons = sorted({str(d.get("reason")) for d in deliveries if d.get("outcome") == "dead-letter"})
             self.result.failures.append(f"hour {h + 1}: {dead} dead letter(s) beyond the injected poison: {reasons}")
-        if in_day == cfg.day_hours - 1:
-            faults.append(self._daily(day))
+        if last_hour:
+            self._vacuum()
+            faults.append("delete+vacuum")
         secs = sorted(d["seconds"] for d in deliveries if d.get("result") != "poisoned") or [0.0]
         for name, uri in self.uris.items():
             row = HourFigures(hour=h + 1, day=day + 1, table=name, faults=";".join(f for f in faults if f))
@@ -444,11 +463,12 @@ class Week:
                 self._fired("update_race")
                 break
 
-    def _daily(self, day: int) -> str:
-        """Retention delete with deletion vectors, then vacuum (retention 0: orphans must go too)."""
+    def _retention_delete(self, day: int) -> None:
+        """The day's retention delete with deletion vectors (readings older than ``retention_hours``)."""
+        import pyarrow as pa
         import pyarrow.compute as pc
 
-        from deltaextras import delete, vacuum
+        from deltaextras import delete
 
         cutoff_step = self.step - int(self.cfg.retention_hours * STEPS_PER_HOUR)
         if cutoff_step <= 0:
@@ -458,14 +478,17 @@ class Week:
         for name, uri in self.uris.items():
             delete(uri, f"utc_time < '{iso}Z'", storage_options=self.opts, mode="deletion_vectors")
             table = self.expected(name)
-            import pyarrow as pa
-
             keep = pc.greater_equal(table["utc_time"], pa.scalar(cutoff, pa.timestamp("us", tz="UTC")))
             self.truth[name] = [table.filter(keep)]
-            vacuum(uri, retention_hours=0, dry_run=False, storage_options=self.opts)
         self._fired("retention_delete")
+
+    def _vacuum(self) -> None:
+        """``vacuum`` after the hourly run (retention 0: the files it replaced and any orphan must go)."""
+        from deltaextras import vacuum
+
+        for uri in self.uris.values():
+            vacuum(uri, retention_hours=0, dry_run=False, storage_options=self.opts)
         self._fired("vacuum")
-        return "delete+vacuum"
 
     # ------------------------------------------------------------------ figures
     def _measure(self, name: str, uri: str, row: HourFigures) -> None:
@@ -601,9 +624,12 @@ def run_week(
     """Simulate ``cfg.total_hours`` hours; returns every hourly row and the correctness failures."""
     from _proxy import CountingProxy
 
+    from deltaextras.core import checkpoint_prune
+
     week = Week(cfg, azurite, workdir)
     writer = None
     fh = None
+    keep_seconds = _compress_time()
     try:
         week.create()
         if point_queries:
@@ -629,6 +655,7 @@ def run_week(
         if week.proxy is not None:
             week.proxy.stop()
         week.restore_env()
+        checkpoint_prune.KEEP_SECONDS = keep_seconds
     return week.result
 
 

@@ -32,18 +32,15 @@ Example:
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 
 from .actions import now_ms
-from .log import LOG_DIR, list_log
+from .log import is_classic_checkpoint, list_log, read_hint
 from .storage import TableStorage
 
 log = logging.getLogger(__name__)
 
 KEEP_SECONDS = 3600.0  # a checkpoint younger than this is kept: readers may have listed it
-_CLASSIC = re.compile(r"^\d{20}\.checkpoint\.(?:\d{10}\.\d{10}\.)?parquet$")
 
 
 def prune_checkpoints(storage: TableStorage, newest: int, *, keep_seconds: float | None = None) -> list[str]:
@@ -60,13 +57,13 @@ def prune_checkpoints(storage: TableStorage, newest: int, *, keep_seconds: float
         if any(v not in listing.commits for v in range(oldest + 1, newest + 1)):
             return []
         cutoff = now_ms() - int(keep_seconds * 1000)
-        modified = {key: at for key, _size, at in storage.list_modified(LOG_DIR)}
-        hinted = _hinted(storage)
+        hint = read_hint(storage)  # a hint that cannot be read raises: nothing is removed
+        hinted = None if hint is None else int(hint["version"])
         doomed = []
         for version, keys in listing.checkpoints.items():
             if not oldest < version < newest or version == hinted:
                 continue
-            if all(_CLASSIC.match(k.rsplit("/", 1)[-1]) and modified.get(k, cutoff) < cutoff for k in keys):
+            if all(is_classic_checkpoint(k) and listing.modified.get(k, cutoff) < cutoff for k in keys):
                 doomed.extend(keys)
         doomed.sort()
         storage.delete_many(doomed)
@@ -74,14 +71,6 @@ def prune_checkpoints(storage: TableStorage, newest: int, *, keep_seconds: float
     except Exception as exc:  # an optimisation: the table is whole either way
         log.warning("superseded checkpoints of %s not removed: %s", storage.uri, str(exc)[:200])
         return []
-
-
-def _hinted(storage: TableStorage) -> int | None:
-    """The version ``_last_checkpoint`` names (None: no hint, or one that cannot be read)."""
-    try:
-        return int(json.loads(storage.read(LOG_DIR + "_last_checkpoint"))["version"])
-    except FileNotFoundError:
-        return None
 
 
 __all__ = ["KEEP_SECONDS", "prune_checkpoints"]

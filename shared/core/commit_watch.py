@@ -58,6 +58,21 @@ class Watch:
         self.stage_busy = False
         self.stage_done: dict[str, BaseException | None] = {}  # txnId -> the put's error (None: put)
 
+    def cut_back(self, version: int) -> None:
+        """Forget the log versions seen after ``version`` when the newest of them is gone from the log."""
+        with self.cond:
+            newest = self.version - 1
+        if newest <= version:
+            return
+        try:
+            if self.storage.exists(commit_key(newest)):
+                return
+        except (StorageError, OSError):
+            return  # not known to be gone: the next poll looks again
+        with self.cond:
+            self.version = min(self.version, version + 1)
+            self.turns = {v: t for v, t in self.turns.items() if v <= version + 1}
+
     def stage(self, entry: StagedCommit, put: Callable[[list[StagedCommit]], None]) -> None:
         """Stage ``entry``: ``put(entries)`` it, in one object with the others staged in this process while
         the previous put was under way (none adds latency: a unit alone is put at once). Raises what the
@@ -187,10 +202,12 @@ _watches: dict[str, Watch] = {}
 _watches_lock = threading.Lock()
 
 
-def watch_for(storage: TableStorage, table_id: str) -> Watch:
+def watch_for(storage: TableStorage, table_id: str, version: int | None = None) -> Watch:
     """This process's watch of the table with ``metaData.id`` ``table_id`` at ``storage`` (reached with the
     same storage options). A table re-created at the same path gets a new watch (the log versions it saw
-    and the turns it took belong to the old table), and the old one is dropped once no unit waits on it."""
+    and the turns it took belong to the old table), and the old one is dropped once no unit waits on it.
+    ``version``: a version the caller read; a watch that saw later versions which are gone (the log was cut
+    back, as a table restored from a backup is) looks at the log again from there."""
     key = table_key(storage, table_id)
     with _watches_lock:
         watch = _watches.get(key)
@@ -199,7 +216,9 @@ def watch_for(storage: TableStorage, table_id: str) -> Watch:
                 if not _watches[other].waiting:
                     del _watches[other]
             watch = _watches[key] = Watch(storage)
-        return watch
+    if version is not None:
+        watch.cut_back(version)
+    return watch
 
 
 __all__ = ["Watch", "watch_for"]

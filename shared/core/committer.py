@@ -30,6 +30,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -45,7 +46,7 @@ from .conflicts import UNIT_TXN_IDS, Conflict, IsolationLevel, ReadSet, Winner, 
 from .log import commit_key
 from .snapshot import TableSnapshot
 from .staged import STAGED_DIR, Outcomes, StagedCommit, UnitOutcome, decode_staged
-from .storage import table_key
+from .storage import TableStorage, table_key
 from .transaction import Transaction
 
 log = logging.getLogger(__name__)
@@ -57,8 +58,10 @@ CACHE_VERSIONS = 4096
 # the storage options and the table's metaData.id (:func:`~deltaextras.core.storage.table_key`), so a table
 # re-created at the same path, or another table at the same path in another account, never reads a commit of
 # the other from here. A version of one table never changes once written (put-if-absent), so an entry stays
-# right for as long as that table lives.
-_cache: OrderedDict[tuple[str, int], Winner] = OrderedDict()
+# right for as long as that table's log only grows. A log cut back (a table restored from a backup keeps its
+# id) is noticed by :func:`_forget_if_cut_back` when a committer starts: each entry keeps the digest of the
+# commit's bytes.
+_cache: OrderedDict[tuple[str, int], tuple[Winner, bytes]] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
@@ -76,6 +79,7 @@ class Committer:
         self.snapshot = snapshot
         self.storage = snapshot.storage
         self.table_key = table_key(self.storage, snapshot.metadata.id)
+        _forget_if_cut_back(self.storage, self.table_key, snapshot.version)
         self.policy = policy
         self.after_publish = after_publish
         self.on_record: Callable[[Outcomes], None] | None = None
@@ -175,14 +179,14 @@ class Committer:
         with _cache_lock:
             if key in _cache:
                 _cache.move_to_end(key)
-                return _cache[key]
+                return _cache[key][0]
         try:
             data = self.storage.read(commit_key(version))
         except FileNotFoundError:
             return None
         winner = Winner(version, [a for a in decode_commit(data, version) if isinstance(a, _KEPT)])
         with _cache_lock:
-            _cache[key] = winner
+            _cache[key] = (winner, _digest(data))
             while len(_cache) > CACHE_VERSIONS:
                 _cache.popitem(last=False)
         return winner
@@ -214,6 +218,31 @@ class Committer:
 
 
 _KEPT = (CommitInfo, Txn, Remove, Protocol, Metadata)  # a unit reads files and has no predicate: adds never hit
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def _forget_if_cut_back(storage: TableStorage, key: str, version: int) -> None:
+    """Drops every cached commit of table ``key`` when the newest one cached is newer than ``version`` (the
+    committer's snapshot) and is not in the log as cached: the log was cut back, as a table restored from a
+    backup is, and the versions after the cut are other commits than the ones cached. One read of one commit,
+    only when the cache knows versions after the snapshot."""
+    with _cache_lock:
+        newest = max((v for k, v in _cache if k == key), default=-1)
+        cached = _cache[(key, newest)][1] if newest >= 0 else b""
+    if newest <= version:
+        return
+    try:
+        if _digest(storage.read(commit_key(newest))) == cached:
+            return
+    except (DeltaExtrasError, OSError):
+        pass  # gone, or not known to be the same: read again
+    log.info("the log of %s is not the one cached after version %d: cached commits dropped", storage.uri, version)
+    with _cache_lock:
+        for entry in [e for e in _cache if e[0] == key]:
+            del _cache[entry]
 
 
 def _against_winners(entry: StagedCommit, winners: list[Winner]) -> UnitOutcome | None:

@@ -81,7 +81,7 @@ def commit_staged(
         written=tuple(txn.written),
         actions=stamped,
     )
-    watch = watch_for(txn.storage, txn.snapshot.metadata.id)
+    watch = watch_for(txn.storage, txn.snapshot.metadata.id, txn.snapshot.version)
     watch.stage(entry, lambda entries: _put_staged(txn.storage, entries))
     committer = Committer(txn.snapshot, policy, after_publish)
     outcome = _wait(watch, entry, txn.checked_to + 1, committer, policy)

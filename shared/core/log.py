@@ -18,6 +18,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -71,6 +72,7 @@ class LogListing:
     commits: set[int] = field(default_factory=set)
     checkpoints: dict[int, list[str]] = field(default_factory=dict)  # version -> keys (complete sets)
     has_hint: bool = False  # whether _delta_log/_last_checkpoint exists
+    modified: dict[str, int] = field(default_factory=dict)  # key -> last modified, ms since the epoch
 
     @property
     def latest(self) -> int:
@@ -81,7 +83,8 @@ def list_log(storage: TableStorage) -> LogListing:
     """List commits and complete checkpoints under ``_delta_log/``."""
     listing = LogListing()
     multipart: dict[tuple[int, int], list[str]] = {}
-    for key, _size in storage.list_dir(LOG_DIR):
+    for key, _size, modified in storage.list_dir_modified(LOG_DIR):
+        listing.modified[key] = modified
         name = key.rsplit("/", 1)[-1]
         if m := _COMMIT.match(name):
             listing.commits.add(int(m.group(1)))
@@ -97,6 +100,24 @@ def list_log(storage: TableStorage) -> LogListing:
         if len(keys) == parts and version not in listing.checkpoints:
             listing.checkpoints[version] = sorted(keys)
     return listing
+
+
+def is_classic_checkpoint(key: str) -> bool:
+    """Whether ``key`` is a classic checkpoint file (one file, or one part of a multi-part checkpoint)."""
+    name = key.rsplit("/", 1)[-1]
+    return bool(_CLASSIC_CP.match(name) or _MULTI_CP.match(name))
+
+
+def read_hint(storage: TableStorage) -> dict[str, Any] | None:
+    """The ``_last_checkpoint`` hint (None: there is none); raises ``ValueError`` when it is not a JSON
+    object (a torn or damaged hint)."""
+    try:
+        hint = json.loads(storage.read(LOG_DIR + "_last_checkpoint"))
+    except FileNotFoundError:
+        return None
+    if not isinstance(hint, dict):
+        raise ValueError("_last_checkpoint is not a JSON object")
+    return hint
 
 
 def latest_version(storage: TableStorage) -> int:

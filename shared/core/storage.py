@@ -340,13 +340,19 @@ class TableStorage:
 
     def list_dir(self, prefix: str) -> list[tuple[str, int]]:
         """``(key, size)`` of objects directly under ``prefix`` (one level)."""
+        return [(key, size) for key, size, _at in self.list_dir_modified(prefix)]
+
+    def list_dir_modified(self, prefix: str) -> list[tuple[str, int, int]]:
+        """``(key, size, last modified in ms since the epoch)`` of objects directly under ``prefix``."""
         try:
             result = obstore.list_with_delimiter(self._store, prefix=prefix)
         except (FileNotFoundError, NotFoundError):
             return []
         except Exception as exc:
             raise self._wrap(exc, f"list {prefix}") from None
-        return [(str(m["path"]), int(m["size"])) for m in result["objects"]]
+        return [
+            (str(m["path"]), int(m["size"]), int(m["last_modified"].timestamp() * 1000)) for m in result["objects"]
+        ]
 
     def open_input(self, key: str, size: int | None = None) -> Any:
         """A seekable binary file for pyarrow: the local file itself, or ranged reads on object stores."""

@@ -71,6 +71,23 @@ def test_a_table_created_again_at_the_same_path_is_decided_against_its_own_commi
     assert content_checksum(got.select(ROWS.column_names)) == _expected_after_delete()
 
 
+def test_a_table_restored_from_a_backup_is_decided_against_its_restored_log(tmp_path: Path) -> None:
+    """A restore keeps the table's id but cuts its log back: the versions to come are other commits."""
+    path, backup = str(tmp_path / "p"), str(tmp_path / "backup")
+    _create(path)
+    shutil.copytree(path, backup)
+    first = _group_unit(path, None, _append(path, None))  # the committer reads the append at version 3
+    assert first.status == "committed" and first.commit_version == 4
+    shutil.rmtree(path)
+    shutil.copytree(backup, path)  # the same id, versions 0..2
+
+    report = _group_unit(path, None, lambda: delete(path, "k = 2"))  # a deletion vector at version 3
+    assert report.status == "committed"
+    got = scan(path)
+    assert sorted(got.column("k").to_pylist()) == [1, 3, 4, 5, 6]
+    assert content_checksum(got.select(ROWS.column_names)) == _expected_after_delete()
+
+
 @pytest.fixture
 def two_endpoints(tmp_path: Path) -> Any:
     """Two moto servers: one bucket name, one table path, two places (as two accounts would be)."""

@@ -26,12 +26,11 @@ Example:
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
 from ....core.actions import Protocol
-from ....core.log import LOG_DIR, list_log
+from ....core.log import list_log, read_hint
 from ....core.storage import TableStorage
 from ....core.transaction import checkpoint_interval, write_checkpoint
 
@@ -60,9 +59,8 @@ def checkpoint_lag_limit(configuration: dict[str, str]) -> int:
 def _hint(storage: TableStorage) -> dict[str, Any]:
     """The ``_last_checkpoint`` hint, or ``{}`` when there is none or it cannot be read."""
     try:
-        hint = json.loads(storage.read(LOG_DIR + "_last_checkpoint"))
-        return hint if isinstance(hint, dict) else {}
-    except Exception:  # no hint, or one we cannot read: the listing decides
+        return read_hint(storage) or {}
+    except Exception:  # a hint we cannot read: the listing decides
         return {}
 
 
