@@ -366,4 +366,3 @@ def _unit(lo: Sequence[float | None], hi: Sequence[float | None], extent: float)
     points = sorted({a for a, b in zip(lo, hi, strict=True) if a is not None and a == b and not math.isnan(a)})
     gaps = [b - a for a, b in itertools.pairwise(points) if b > a]
     return min(gaps) if gaps else (extent / 100 or 1.0)
-

@@ -40,7 +40,7 @@ from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import CorruptDataError, DeltaExtrasError
-from .actions import Action, CommitInfo, Metadata, Protocol, Remove, Txn, decode_commit, now_ms
+from .actions import Action, CommitInfo, DomainMetadata, Metadata, Protocol, Remove, Txn, decode_commit, now_ms
 from .commit_policy import DEFAULT_POLICY, CommitPolicy
 from .conflicts import UNIT_TXN_IDS, Conflict, IsolationLevel, ReadSet, Winner, check_winner
 from .log import commit_key
@@ -217,7 +217,7 @@ class Committer:
         self.storage.delete_many(keys)
 
 
-_KEPT = (CommitInfo, Txn, Remove, Protocol, Metadata)  # a unit reads files and has no predicate: adds never hit
+_KEPT = (CommitInfo, Txn, Remove, Protocol, Metadata, DomainMetadata)  # a unit has no predicate: adds never hit
 
 
 def _digest(data: bytes) -> bytes:

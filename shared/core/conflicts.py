@@ -48,7 +48,7 @@ from ..errors import (
     MetadataChangedError,
     ProtocolChangedError,
 )
-from .actions import Action, Add, CommitInfo, Metadata, Protocol, Remove, Txn
+from .actions import Action, Add, CommitInfo, DomainMetadata, Metadata, Protocol, Remove, Txn
 
 UNIT_TXN_IDS = "unitTxnIds"  # commitInfo field of a group commit: the txnId of each staged commit in it
 
@@ -78,6 +78,7 @@ class ReadSet:
     protocol: Protocol | None = None  # the protocol read
     supports: Callable[[Protocol], bool] | None = None  # whether we can still write under a winner's protocol
     writes_protocol: bool = False  # our commit carries a protocol action of its own
+    domains: frozenset[str] = frozenset()  # metadata domains our layout follows: a winner changing one conflicts
 
 
 @dataclass
@@ -153,7 +154,7 @@ _ERRORS: dict[ConflictKind, tuple[type[CommitConflictError], str]] = {
     ),
     ConflictKind.METADATA: (
         MetadataChangedError,
-        "commit {version} changed the table's metadata (schema, partitioning or properties); nothing was "
+        "commit {version} changed the table's metadata (schema, partitioning, clustering or properties); nothing was "
         "committed. Run the operation again",
     ),
     ConflictKind.PROTOCOL: (
@@ -215,7 +216,7 @@ def check_winner(winner: Winner, read: ReadSet, isolation: IsolationLevel, our_t
     conflicts: list[Conflict] = []
     if any(_protocol_conflicts(p, read) for p in winner.actions if isinstance(p, Protocol)):
         conflicts.append(Conflict(ConflictKind.PROTOCOL, winner.version))
-    if winner.has(Metadata):
+    if winner.has(Metadata) or any(isinstance(a, DomainMetadata) and a.domain in read.domains for a in winner.actions):
         conflicts.append(Conflict(ConflictKind.METADATA, winner.version))
     appended = _appends_to_check(winner, isolation)
     if appended:

@@ -80,6 +80,7 @@ def commit_staged(
         read_files=tuple(sorted(txn.read.files)),
         written=tuple(txn.written),
         actions=stamped,
+        domains=tuple(sorted(txn.read.domains)),
     )
     watch = watch_for(txn.storage, txn.snapshot.metadata.id, txn.snapshot.version)
     watch.stage(entry, lambda entries: _put_staged(txn.storage, entries))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from ..errors import CorruptDataError, UnsupportedFeatureError
 from .actions import DomainMetadata, Protocol
@@ -147,11 +148,29 @@ def clustering_columns(protocol: Protocol, domains: Mapping[str, DomainMetadata]
     return [list(c) for c in columns]
 
 
-def check_clustering(protocol: Protocol, domains: Mapping[str, DomainMetadata], by: str, by_physical: str) -> bool:
-    """Whether the table is clustered by ``by`` alone (True), or not clustered at all (False); a table
-    clustered by other columns is refused by name, nothing written.
+@dataclass(frozen=True)
+class Clustering:
+    """How a clustered table is clustered, as ``rorder`` maintains it: ``columns`` (physical names) begin
+    with the row-group column; the others order the rows inside each value, before ``sort_by``."""
+
+    columns: tuple[str, ...]
+
+    @property
+    def others(self) -> tuple[str, ...]:
+        """The clustering columns after the row-group column."""
+        return self.columns[1:]
+
+
+def check_clustering(
+    protocol: Protocol, domains: Mapping[str, DomainMetadata], by: str, by_physical: str
+) -> Clustering | None:
+    """How the table is clustered (None: it is not clustered); a table whose first clustering column is not
+    ``by``, or that is clustered by a nested field, is refused by name, nothing written.
 
     Example:
+        >>> dm = DomainMetadata("delta.clustering", '{"clusteringColumns": [["node_id"], ["utc_time"]]}')
+        >>> check_clustering(Protocol(1, 7, None, ["clustering"]), {"delta.clustering": dm}, "node_id", "node_id")
+        Clustering(columns=('node_id', 'utc_time'))
         >>> dm = DomainMetadata("delta.clustering", '{"clusteringColumns": [["site"], ["node_id"]]}')
         >>> check_clustering(Protocol(1, 7, None, ["clustering"]), {"delta.clustering": dm}, "node_id", "node_id")
         Traceback (most recent call last):
@@ -160,12 +179,19 @@ def check_clustering(protocol: Protocol, domains: Mapping[str, DomainMetadata], 
     """
     columns = clustering_columns(protocol, domains)
     if not columns:
-        return False
-    if columns == [[by_physical]]:
-        return True
+        return None
     names = ", ".join(".".join(c) for c in columns)
-    raise UnsupportedFeatureError(
-        f"the table is clustered by ({names}), which deltaextras cannot honour (a rewrite by {by!r} would break "
-        "that clustering layout); nothing was written. rorder rewrites a clustered table only when it is "
-        "clustered by the by column alone"
-    )
+    if columns[0] != [by_physical]:
+        raise UnsupportedFeatureError(
+            f"the table is clustered by ({names}), which deltaextras cannot honour (a row group per {by!r} value "
+            f"would break that clustering layout); nothing was written. rorder rewrites a clustered table whose "
+            "first clustering column is the by column: cluster by it first (ALTER TABLE ... CLUSTER BY "
+            f"({by}, ...)) or pass the first clustering column as by"
+        )
+    nested = [".".join(c) for c in columns if len(c) != 1]
+    if nested:
+        raise UnsupportedFeatureError(
+            f"the table is clustered by ({names}), and {', '.join(nested)} is a nested field, which deltaextras "
+            "does not order by; nothing was written. Cluster by top-level columns"
+        )
+    return Clustering(tuple(c[0] for c in columns))

@@ -62,6 +62,7 @@ class StagedCommit:
     written: tuple[str, ...]
     actions: list[Action] = field(default_factory=list)
     staged_at: int = field(default_factory=now_ms)
+    domains: tuple[str, ...] = ()  # metadata domains the unit's layout follows (ReadSet.domains)
 
     @property
     def key(self) -> str:
@@ -70,7 +71,12 @@ class StagedCommit:
     def read_set(self) -> ReadSet:
         """What the unit read, for the conflict rules (any protocol change conflicts: the committer does
         not know which protocols the worker can write under)."""
-        return ReadSet(files=set(self.read_files), app_id=self.app_id, app_version=self.app_version)
+        return ReadSet(
+            files=set(self.read_files),
+            app_id=self.app_id,
+            app_version=self.app_version,
+            domains=frozenset(self.domains),
+        )
 
     @property
     def isolation_level(self) -> IsolationLevel:
@@ -89,6 +95,8 @@ class StagedCommit:
             "stagedAt": self.staged_at,
             "actions": encode_commit(self.actions).decode("utf-8"),
         }
+        if self.domains:
+            body["domains"] = list(self.domains)
         return json.dumps(body, separators=(",", ":")).encode("utf-8")
 
     @classmethod
@@ -107,6 +115,7 @@ class StagedCommit:
                 written=tuple(str(k) for k in body["written"]),
                 actions=decode_commit(str(body["actions"]).encode("utf-8"), -1),
                 staged_at=int(body["stagedAt"]),
+                domains=tuple(str(d) for d in body.get("domains", ())),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptDataError(f"not a staged commit: {str(exc)[:120]}") from None

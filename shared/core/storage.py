@@ -350,9 +350,7 @@ class TableStorage:
             return []
         except Exception as exc:
             raise self._wrap(exc, f"list {prefix}") from None
-        return [
-            (str(m["path"]), int(m["size"]), int(m["last_modified"].timestamp() * 1000)) for m in result["objects"]
-        ]
+        return [(str(m["path"]), int(m["size"]), int(m["last_modified"].timestamp() * 1000)) for m in result["objects"]]
 
     def open_input(self, key: str, size: int | None = None) -> Any:
         """A seekable binary file for pyarrow: the local file itself, or ranged reads on object stores."""

@@ -1,8 +1,10 @@
-"""A liquid-clustered table (Apache Spark 4.2 + Delta 4.4, ``CLUSTER BY (node_id)``) rewritten by value-range
-units: Spark, delta-rs and Sail read the same content, ``DESCRIBE DETAIL`` keeps the clustering column,
-Spark's own ``OPTIMIZE`` afterwards rewrites none of our files, and Spark's point query finds one file
-and one row group per file by our statistics. Spark appends, DELETEs, UPDATEs and MERGEs racing range
-units lose, duplicate and resurrect no row."""
+"""A liquid-clustered table (Apache Spark 4.2 + Delta 4.4, ``CLUSTER BY (node_id)`` and
+``CLUSTER BY (node_id, utc_time)``) rewritten by value-range units: Spark, delta-rs and Sail read the same
+content, ``DESCRIBE DETAIL`` keeps the clustering columns, Spark's own ``OPTIMIZE`` afterwards rewrites none
+of our files, and Spark's point query finds one file and one row group per file by our statistics. A change
+of clustering between our plan and our commit makes the unit plan again; ``CLUSTER BY NONE`` leaves an
+unpartitioned table. Spark appends, DELETEs, UPDATEs and MERGEs racing range units lose, duplicate and
+resurrect no row."""
 
 from __future__ import annotations
 
@@ -41,10 +43,10 @@ ROWS_PER_NODE = 4  # per batch
 TARGET = 48_000  # bytes: several units on this table
 
 
-def _clustered_table(spark: Any, uri: str, *, properties: str = "") -> None:
+def _clustered_table(spark: Any, uri: str, *, properties: str = "", cluster_by: str = "node_id") -> None:
     spark.sql(
         f"CREATE TABLE delta.`{uri}` (node_id BIGINT, utc_time TIMESTAMP, value DOUBLE, quality STRING) "
-        f"USING delta CLUSTER BY (node_id){properties}"
+        f"USING delta CLUSTER BY ({cluster_by}){properties}"
     )
     for b in range(BATCHES):
         # one 5-minute batch: every node reports ROWS_PER_NODE readings
@@ -159,6 +161,108 @@ def test_files_spark_did_not_cluster_are_not_claimed(delta_spark: Any, tmp_path:
     assert content_checksum(pa.table(DeltaTable(uri).to_pyarrow_table())) == before
 
 
+def _row_groups(uri: str, adds: list[dict[str, Any]]) -> list[pa.Table]:
+    """Every row group of the files ``adds`` name, in file and row-group order."""
+    groups = []
+    for a in adds:
+        f = pq.ParquetFile(Path(uri) / a["path"])
+        groups += [f.read_row_group(i, columns=["node_id", "utc_time", "quality"]) for i in range(f.num_row_groups)]
+    return groups
+
+
+def test_table_clustered_by_two_columns(delta_spark: Any, spark: Any, tmp_path: Path) -> None:
+    """``CLUSTER BY (node_id, utc_time)``: node_id is the row-group column, utc_time orders the rows inside
+    a value (no sort_by given), both have statistics in every output."""
+    from deltaextras.app.cli import main as cli_main
+
+    uri = str(tmp_path / "two")
+    _clustered_table(delta_spark, uri, cluster_by="node_id, utc_time")
+    before = assert_engines_agree(uri, delta_spark=delta_spark, sail=spark)
+    plan = plan_table(uri, target_file_size=TARGET)
+    assert plan.by == "node_id" and plan.messages()
+    assert dict(plan.messages()[0].options.sort_by) == {"utc_time": "ascending"}
+
+    report = rorder(uri, target_file_size=TARGET, max_workers=2)
+    assert report.partitions and all(r.status == "committed" for r in report), report.summary()
+    assert assert_engines_agree(uri, delta_spark=delta_spark, sail=spark, expected=before) == before
+    detail = delta_spark.sql(f"DESCRIBE DETAIL delta.`{uri}`").collect()[0]
+    assert detail["clusteringColumns"] == ["node_id", "utc_time"]
+    adds = _adds(uri)
+    assert adds and all(a.get("clusteringProvider") == "deltaextras" for a in adds)
+    for a in adds:
+        stats = json.loads(a["stats"])
+        assert {"node_id", "utc_time"} <= set(stats["minValues"]) and {"node_id", "utc_time"} <= set(stats["maxValues"])
+    groups = _row_groups(uri, adds)
+    assert sum(g.num_rows for g in groups) == before[0]
+    for g in groups:
+        assert len(set(g.column("node_id").to_pylist())) == 1  # one node per row group
+        times = g.column("utc_time").to_pylist()
+        assert times == sorted(times)  # ordered by the second clustering column inside the node
+
+    delta_spark.conf.set("spark.sql.adaptive.enabled", "false")
+    try:
+        assert _files_read(delta_spark, f"SELECT * FROM delta.`{uri}` WHERE node_id = 42") == 1
+    finally:
+        delta_spark.conf.unset("spark.sql.adaptive.enabled")
+    ours = {a["path"] for a in adds}
+    delta_spark.sql(f"OPTIMIZE delta.`{uri}`").collect()
+    assert {a["path"] for a in _adds(uri)} == ours  # Spark's OPTIMIZE (not FULL) leaves every file of ours
+    assert not plan_table(uri, target_file_size=TARGET).to_rewrite()  # and our next plan finds them in layout
+    assert cli_main(["inspect", uri]) == 0
+    assert cli_main(["plan", uri, "--target-file-size", str(TARGET)]) == 0
+
+
+def test_a_change_of_clustering_between_plan_and_commit_plans_again(
+    delta_spark: Any, spark: Any, tmp_path: Path
+) -> None:
+    """``ALTER TABLE … CLUSTER BY`` landing while a unit rewrites: nothing is committed against the old
+    clustering; the next plan follows the new columns; after ``CLUSTER BY NONE`` the table is unpartitioned
+    (``by`` needed, and then rewritten as any unpartitioned table)."""
+    from deltaextras.errors import CommitConflictError, InvalidArgumentError
+    from deltaextras.ops.rorder.rorder import rorder_single
+
+    uri = str(tmp_path / "altered")
+    _clustered_table(delta_spark, uri, cluster_by="node_id, utc_time")
+    before = assert_engines_agree(uri, delta_spark=delta_spark, sail=spark)
+    message = plan_table(uri, target_file_size=TARGET, sort_by="utc_time").messages()[0]
+    version = DeltaTable(uri).version()
+
+    def alter(_outputs: Any) -> None:
+        delta_spark.sql(f"ALTER TABLE delta.`{uri}` CLUSTER BY (node_id, quality)")
+
+    with pytest.raises(CommitConflictError, match="changed the table's metadata"):
+        rorder_single(message, hooks={"after_rewrite": alter})
+    assert DeltaTable(uri).version() == version + 1  # the ALTER only
+    assert delta_spark.sql(f"DESCRIBE DETAIL delta.`{uri}`").collect()[0]["clusteringColumns"] == ["node_id", "quality"]
+
+    report = rorder(uri, target_file_size=TARGET, sort_by="utc_time", max_workers=2)
+    assert all(r.status == "committed" for r in report), report.summary()
+    assert assert_engines_agree(uri, delta_spark=delta_spark, sail=spark, expected=before) == before
+    for g in _row_groups(uri, _adds(uri)):  # inside a node: quality first, then utc_time
+        keys = list(zip(g.column("quality").to_pylist(), g.column("utc_time").to_pylist(), strict=True))
+        assert keys == sorted(keys)
+
+    delta_spark.sql(f"ALTER TABLE delta.`{uri}` CLUSTER BY (quality)")
+    version = DeltaTable(uri).version()
+    with pytest.raises(UnsupportedFeatureError, match=r"clustered by \(quality\)"):
+        rorder(uri, by="node_id", max_workers=1)  # a row group per node would break that clustering
+    assert DeltaTable(uri).version() == version
+
+    delta_spark.sql(f"ALTER TABLE delta.`{uri}` CLUSTER BY NONE")
+    with pytest.raises(InvalidArgumentError, match="CLUSTER BY NONE"):
+        rorder(uri, max_workers=1)
+    delta_spark.sql(
+        f"INSERT INTO delta.`{uri}` SELECT id % {NODES}, timestamp_seconds(9000), 1.0, 'new' FROM range(50)"
+    )
+    expected = assert_engines_agree(uri, delta_spark=delta_spark, sail=spark)
+    earlier = {a["path"] for a in _adds(uri)}
+    report = rorder(uri, by="node_id", sort_by="utc_time", target_file_size=TARGET, max_workers=2)
+    assert any(r.status == "committed" for r in report), report.summary()
+    assert assert_engines_agree(uri, delta_spark=delta_spark, sail=spark, expected=expected) == expected
+    written = [a for a in _adds(uri) if a["path"] not in earlier]
+    assert written and all("clusteringProvider" not in a for a in written)  # no longer clustered: not marked
+
+
 def test_table_clustered_by_other_columns_is_refused(delta_spark: Any, tmp_path: Path) -> None:
     uri = str(tmp_path / "two")
     delta_spark.sql(f"CREATE TABLE delta.`{uri}` (site BIGINT, node_id BIGINT) USING delta CLUSTER BY (site, node_id)")
@@ -220,3 +324,23 @@ def test_spark_races_range_units(delta_spark: Any, tmp_path: Path) -> None:
     assert ledger.commits["ours:rorder"] > 0
     assert sum(v for k, v in ledger.commits.items() if k.startswith("spark:")) >= 3
     assert delta_spark.sql(f"DESCRIBE DETAIL delta.`{uri}`").collect()[0]["clusteringColumns"] == ["node"]
+
+
+def test_spark_races_range_units_clustered_by_two_columns(delta_spark: Any, tmp_path: Path) -> None:
+    uri = str(tmp_path / "race2")
+    ledger = create_race_table(delta_spark, uri, "CLUSTER BY (node, k)")
+    spark_rng, delete_rng = random.Random(SEED + 16), random.Random(SEED + 14)
+    run_race(
+        [
+            lambda stop: spark_side(
+                delta_spark, uri, ledger, random_ops(spark_rng, 12), lambda _i, n: ledger.sample(spark_rng, n), stop
+            ),
+            lambda stop: our_rorder(uri, ledger, stop, target_file_size=4_000, max_workers=2),
+            lambda stop: our_delete(uri, ledger, delete_rng, stop),
+        ],
+        300,
+    )
+    assert_ledger_content(delta_spark, uri, ledger)
+    print("two-column range racer figures:", dict(ledger.commits), dict(ledger.conflicts))
+    assert ledger.commits["ours:rorder"] > 0
+    assert delta_spark.sql(f"DESCRIBE DETAIL delta.`{uri}`").collect()[0]["clusteringColumns"] == ["node", "k"]

@@ -38,8 +38,9 @@ _HOW = {
     "deletionVectors": "vectors are applied when reading, written by DELETE, purged by rorder",
     "columnMapping": "columns are read and written by their physical names",
     "v2Checkpoint": "read; checkpoints are left to the table's other writers",
-    "clustering": "a table clustered by the row-group column is rewritten in value-range units whose outputs are "
-    "marked clustered (clusteringProvider) so Spark's OPTIMIZE leaves them; clustered by other columns: refused",
+    "clustering": "a table clustered by the row-group column first is rewritten in value-range units, rows inside "
+    "a value ordered by the other clustering columns; outputs marked clustered (clusteringProvider) so Spark's "
+    "OPTIMIZE leaves them; a first clustering column other than by: refused",
     "changeDataFeed": "DELETE and de-duplication write change data files",
     "domainMetadata": "domains are kept; the row tracking domain is advanced",
 }

@@ -41,7 +41,17 @@ from .range_scan import ListedFiles, RangeColumns, UnitSums, live_files, scan_ra
 from .rewrite.layout import LAYOUT_TAG, RUN_TAG, layout_signature, row_groups_in_layout
 from .tally import FILE_JSON_OVERHEAD, Tally
 from .tiers import TierSelection, select_files
-from .units import RANGE_SUFFIX, PartitionKey, RangeKey, UnitKey, UnitKind, UnitScheme, resolve_unit, scheme_for
+from .units import (
+    RANGE_SUFFIX,
+    PartitionKey,
+    RangeKey,
+    UnitKey,
+    UnitKind,
+    UnitScheme,
+    clustered_options,
+    resolve_unit,
+    scheme_for,
+)
 from .value_ranges import ValueRange, check_type, snapshot_units, supported
 from .value_ranges import plan_units as cut_units
 
@@ -342,6 +352,7 @@ def plan_units(
         max_footer_bytes=max_footer_bytes,
     )
     scheme = scheme_for(head, options.by)
+    options = clustered_options(head, scheme.by, options)
     for c, _ in options.sort_by:
         head.schema.column(c, "sort_by")
     for c in options.unique_by:

@@ -28,6 +28,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 from urllib.parse import unquote
 
@@ -38,6 +39,7 @@ from ...core.cleanup import delete_orphans
 from ...core.commit_result import CommitOutcome, CommitResult
 from ...core.conflicts import IsolationLevel, ReadSet
 from ...core.partition_snapshot import PartitionSnapshot
+from ...core.protocol import CLUSTERING_DOMAIN
 from ...core.snapshot import LiveFile, TableSnapshot
 from ...core.storage import TableStorage
 from ...core.transaction import Transaction, txn_action
@@ -59,11 +61,14 @@ from .report import PartitionReport, RorderReport
 from .rewrite.layout import LAYOUT_TAG, layout_signature
 from .rewrite.rewrite import OutputFile, PartitionRewriter, RewriteResult
 from .tiers import select_files
+from .units import clustered_options
 from .value_ranges import ValueRange, is_clustered_by, range_files
 
 log = logging.getLogger(__name__)
 
 Hooks = Mapping[str, Callable[..., None]]
+# Metadata domains a rewrite's layout follows: a winner that changes one conflicts (the unit is planned again).
+LAYOUT_DOMAINS = frozenset({CLUSTERING_DOMAIN})
 # ``clusteringProvider`` of our outputs on a clustered table: the clustering implementation that wrote them.
 # Spark's OPTIMIZE (not FULL) re-clusters only files without a provider or with its own ("liquid"), so it
 # leaves these alone; OPTIMIZE FULL re-clusters them as it does every file.
@@ -142,6 +147,7 @@ def rorder_single(
     snap = _load(msg, snapshot, storage_options)
     storage = snap.storage
     unit, by = resolve_unit(snap, msg.options.by, msg.partition_name)
+    msg = replace(msg, options=clustered_options(snap, by, msg.options))
     label, app_id = _unit_names(unit, msg)
     report = PartitionReport(table=storage.uri, partition=label, status="skipped", read_version=snap.version)
     files, report.reason = _choose(snap, unit, by, msg, app_id)
@@ -202,7 +208,8 @@ def _transaction(
         snap,
         "OPTIMIZE",
         IsolationLevel.SNAPSHOT_ISOLATION,
-        ReadSet(files={f.path for f in files}, app_id=app_id, app_version=snap.version),
+        # a change of clustering between the read and the commit: the unit is planned again
+        ReadSet(files={f.path for f in files}, app_id=app_id, app_version=snap.version, domains=LAYOUT_DOMAINS),
         resolve=carrier.resolve,
         before_put=hooks.get("before_commit"),
         after_commit=hooks.get("after_commit"),

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -38,6 +38,7 @@ from ...core.snapshot import LiveFile, TableSnapshot
 from ...core.values import partition_key
 from ...errors import InvalidArgumentError
 from .message import partition_value_to_str
+from .options import RorderOptions
 from .tally import Tally, tally_partitions
 from .value_ranges import ValueRange
 
@@ -234,6 +235,11 @@ def resolve_unit(
         by = _clustering_by(snapshot)
     if by is None:
         if unit is None:
+            if snapshot.protocol.has_feature("clustering"):
+                raise InvalidArgumentError(
+                    "the table is neither partitioned nor clustered (its clustering was removed: CLUSTER BY "
+                    "NONE); pass by= to name the row-group column"
+                )
             raise InvalidArgumentError("the table is not partitioned; pass by= to name the row-group column")
         if not unit.endswith(RANGE_SUFFIX):
             raise InvalidArgumentError(
@@ -266,11 +272,34 @@ def _check_orders(by: str, delta_type: Any) -> None:
 
 
 def _clustering_by(snapshot: Any) -> str | None:
-    """The row-group column of a table clustered by one column: that column (None otherwise)."""
+    """The row-group column of a clustered table: its first clustering column (None: not clustered, or
+    clustered by a nested field first)."""
     columns = clustering_columns(snapshot.protocol, getattr(snapshot, "domains", {}))
-    if not columns or len(columns) != 1 or len(columns[0]) != 1:
+    if not columns or len(columns[0]) != 1:
         return None
     return next((c.name for c in snapshot.schema.columns if c.physical == columns[0][0]), None)
+
+
+def clustered_options(snapshot: LogHead | TableSnapshot, by: str, options: RorderOptions) -> RorderOptions:
+    """``options`` on a table clustered by ``by`` and other columns: those order the rows inside each value
+    before ``sort_by``, in clustering order, each in the direction ``sort_by`` gives it (ascending when it
+    names it not); the rest of ``sort_by`` follows. Unchanged on other tables; applying it twice changes
+    nothing.
+
+    Example: clustered by ``(node_id, quality)`` with ``sort_by="utc_time"``, rows inside a node are ordered
+    by ``quality``, then ``utc_time``.
+    """
+    clustering = check_clustering(
+        snapshot.protocol, getattr(snapshot, "domains", {}), by, snapshot.schema.column(by, "by").physical
+    )
+    if clustering is None or not clustering.others:
+        return options
+    logical = {c.physical: c.name for c in snapshot.schema.columns}
+    given = dict(options.sort_by)
+    first = tuple((name, given.get(name, "ascending")) for name in (logical[p] for p in clustering.others))
+    named = {name for name, _ in first}
+    order = first + tuple(item for item in options.sort_by if item[0] not in named)
+    return options if order == options.sort_by else replace(options, sort_by=order)
 
 
 def _sort_key(v: str | None) -> tuple[int, Any]:

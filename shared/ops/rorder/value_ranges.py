@@ -487,5 +487,5 @@ def range_files(snap: Any, value_range: ValueRange) -> list[LiveFile]:
 
 
 def is_clustered_by(snap: Any, by: str) -> bool:
-    """Whether the table is clustered by ``by`` alone (its rewrites' outputs are then marked clustered)."""
-    return check_clustering(snap.protocol, snap.domains, by, snap.schema.physical(by))
+    """Whether the table is clustered by ``by`` first (its rewrites' outputs are then marked clustered)."""
+    return check_clustering(snap.protocol, snap.domains, by, snap.schema.physical(by)) is not None

@@ -233,7 +233,7 @@ class OutputWriter:
             getattr(self.rw, "stats_target", self.rw.target),
             indexed_columns=self.rw.indexed_columns,
             stats_columns=self.rw.stats_columns,
-            always=(self.rw.by,),
+            always=self.rw.always_stats,
         )
         self._rows = self._groups = self._values = 0
 

@@ -53,6 +53,7 @@ from ....core.arrays import (
     py_value,
     scalar,
 )
+from ....core.protocol import check_clustering
 from ....core.schema import conform
 from ....core.snapshot import LiveFile, TableSnapshot, open_data_file
 from ....core.stats import DEFAULT_INDEXED_COLUMNS
@@ -137,6 +138,9 @@ class PartitionRewriter:
         cfg = snapshot.configuration
         stats_cols = cfg.get("delta.dataSkippingStatsColumns")
         self.stats_columns = [c.strip() for c in stats_cols.split(",")] if stats_cols else None
+        # columns whose statistics every output carries: by, and every clustering column (the protocol asks)
+        clustering = check_clustering(snapshot.protocol, getattr(snapshot, "domains", {}), by, self.by)
+        self.always_stats = (self.by, *(clustering.others if clustering else ()))
         self.indexed_columns = int(cfg.get("delta.dataSkippingNumIndexedCols", DEFAULT_INDEXED_COLUMNS))
         self._row_bits = sum(fixed_bits(f.type) for f in self.target)
         self._variable_columns = {f.name for f in self.target if not fixed_bits(f.type)}
