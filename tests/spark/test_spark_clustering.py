@@ -208,8 +208,21 @@ def test_table_clustered_by_two_columns(delta_spark: Any, spark: Any, tmp_path: 
     delta_spark.sql(f"OPTIMIZE delta.`{uri}`").collect()
     assert {a["path"] for a in _adds(uri)} == ours  # Spark's OPTIMIZE (not FULL) leaves every file of ours
     assert not plan_table(uri, target_file_size=TARGET).to_rewrite()  # and our next plan finds them in layout
-    assert cli_main(["inspect", uri]) == 0
+    assert cli_main(["inspect", uri, "--plot", str(tmp_path / "layout.svg")]) == 0
+    assert (tmp_path / "layout.svg").stat().st_size > 0
     assert cli_main(["plan", uri, "--target-file-size", str(TARGET)]) == 0
+
+    # group commit (the function app's default) on an append: the new unit follows both columns too
+    from deltaextras.ops.rorder.rorder import rorder_single
+
+    delta_spark.sql(f"INSERT INTO delta.`{uri}` SELECT id % {NODES}, timestamp_seconds(id), 2.0, 'new' FROM range(400)")
+    expected = assert_engines_agree(uri, delta_spark=delta_spark, sail=spark)
+    for message in plan_table(uri, target_file_size=TARGET).messages():
+        assert rorder_single({**message.to_dict(), "commit": "group"}).status in ("committed", "skipped")
+    assert assert_engines_agree(uri, delta_spark=delta_spark, sail=spark, expected=expected) == expected
+    for g in _row_groups(uri, _adds(uri)):
+        assert len(set(g.column("node_id").to_pylist())) == 1
+        assert g.column("utc_time").to_pylist() == sorted(g.column("utc_time").to_pylist())
 
 
 def test_a_change_of_clustering_between_plan_and_commit_plans_again(
@@ -273,7 +286,10 @@ def test_table_clustered_by_other_columns_is_refused(delta_spark: Any, tmp_path:
     assert DeltaTable(uri).version() == version
 
 
-def test_delete_vacuum_and_checkpoint_on_a_clustered_table(delta_spark: Any, spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("cluster_by", ["node_id", "node_id, utc_time"])
+def test_delete_vacuum_and_checkpoint_on_a_clustered_table(
+    delta_spark: Any, spark: Any, tmp_path: Path, cluster_by: str
+) -> None:
     from deltaextras.ops.delete.delete import delete
     from deltaextras.ops.maintenance.vacuum import vacuum
 
@@ -282,6 +298,7 @@ def test_delete_vacuum_and_checkpoint_on_a_clustered_table(delta_spark: Any, spa
         delta_spark,
         uri,
         properties=" TBLPROPERTIES ('delta.enableDeletionVectors' = 'true', 'delta.checkpointInterval' = '3')",
+        cluster_by=cluster_by,
     )
     rorder(uri, target_file_size=TARGET, max_workers=1)
     delete(uri, "node_id = 7")  # deletion vectors
@@ -301,7 +318,8 @@ def test_delete_vacuum_and_checkpoint_on_a_clustered_table(delta_spark: Any, spa
     assert any(v > first for v in checkpoints), checkpoints
     assert any(a.get("clusteringProvider") == "deltaextras" for a in _adds(uri))
     assert assert_engines_agree(uri, delta_spark=delta_spark, sail=spark)
-    assert delta_spark.sql(f"DESCRIBE DETAIL delta.`{uri}`").collect()[0]["clusteringColumns"] == ["node_id"]
+    columns = [c.strip() for c in cluster_by.split(",")]
+    assert delta_spark.sql(f"DESCRIBE DETAIL delta.`{uri}`").collect()[0]["clusteringColumns"] == columns
 
 
 # ------------------------------------------------------------------------------------------ races
