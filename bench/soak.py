@@ -45,7 +45,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -659,6 +659,38 @@ def run_week(
     return week.result
 
 
+def read_csv(path: Path) -> WeekResult:
+    """The hourly rows of a run's CSV (a run stopped early included), for :func:`report`."""
+
+    def value(kind: str, text: str) -> Any:
+        if kind == "bool | None":
+            return None if text == "" else text == "True"
+        return {"int": int, "float": float, "bool": lambda t: t == "True"}.get(kind, str)(text)
+
+    kinds = {f.name: str(f.type) for f in fields(HourFigures)}
+    with open(path, newline="") as fh:
+        rows = [HourFigures(**{k: value(kinds[k], v) for k, v in row.items()}) for row in csv.DictReader(fh)]
+    fired: dict[str, int] = {}
+    for r in rows[:: max(1, len({r.table for r in rows}))]:  # one row per hour
+        for fault in filter(None, r.faults.split(";")):
+            fired[fault] = fired.get(fault, 0) + 1
+    return WeekResult(rows=rows, faults_fired=fired, csv_path=str(path))
+
+
+def report(result: WeekResult, out: Path) -> None:
+    """Prints the daily table, the targets' verdicts and the faults; draws the PNG beside the CSV."""
+    print("\n" + daily_table(result.rows))
+    print("\nTargets:")
+    for name, ok, figure in verdicts(result):
+        print(f"  {'PASS' if ok else 'FAIL'}  {name}: {figure}")
+    print(f"\nfaults fired: {result.faults_fired}")
+    for f in result.failures:
+        print(f"  failure: {f}")
+    if plot(result.rows, out / "soak.png"):
+        print(f"PNG: {out / 'soak.png'}")
+    print(f"CSV: {out / 'soak.csv'}")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--child":
@@ -673,7 +705,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-faults", action="store_true")
     p.add_argument("--point-nodes", type=int, default=3, help="nodes queried through the counting proxy")
     p.add_argument("--out", default=str(BENCH / ".work" / "soak"))
+    p.add_argument("--report", metavar="CSV", help="print the table and verdicts of an earlier run's CSV, and exit")
     a = p.parse_args(argv)
+    if a.report:
+        report(read_csv(Path(a.report)), Path(a.report).parent)
+        return 0
     from services import Azurite
 
     cfg = WeekConfig(
@@ -706,16 +742,7 @@ def main(argv: list[str] | None = None) -> int:
             result = run_week(cfg, az, out, csv_path=out / "soak.csv", on_hour=show)
         finally:
             az.stop()
-    print("\n" + daily_table(result.rows))
-    print("\nTargets:")
-    for name, ok, figure in verdicts(result):
-        print(f"  {'PASS' if ok else 'FAIL'}  {name}: {figure}")
-    print(f"\nfaults fired: {result.faults_fired}")
-    for f in result.failures:
-        print(f"  failure: {f}")
-    if plot(result.rows, out / "soak.png"):
-        print(f"PNG: {out / 'soak.png'}")
-    print(f"CSV: {out / 'soak.csv'}")
+    report(result, out)
     return 0
 
 
