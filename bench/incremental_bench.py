@@ -54,7 +54,10 @@ HISTORY_APPENDS = 288  # the history is one day of appends
 SORT_BY = "utc_time"
 UNIQUE_BY = "utc_time"
 QUERY_NODE = 42
-LAYOUTS = ("full", "tiered")
+LAYOUTS = ("full", "tiered", "tiered-rg1")
+# "tiered-rg1": the tiered layout with a row group per value (min_row_group_bytes=0); "tiered" lets small
+# values share a row group (its default)
+VARIANTS = {"tiered-rg1": ("tiered", {"min_row_group_bytes": 0})}
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
 
 # Targets of the tiered layout (issue: incremental rorder).
@@ -85,8 +88,9 @@ def rorder_once(table: str, layout: str) -> dict[str, Any]:
     """One hourly run; the bytes it wrote and its wall time (the ``rorder`` call only)."""
     from deltaextras import rorder
 
+    layout, extra = VARIANTS.get(layout, (layout, {}))
     started = time.perf_counter()
-    report = rorder(table, sort_by=SORT_BY, unique_by=UNIQUE_BY, layout=layout, max_workers=1)
+    report = rorder(table, sort_by=SORT_BY, unique_by=UNIQUE_BY, layout=layout, max_workers=1, **extra)
     seconds = time.perf_counter() - started
     written = sum(p.bytes_added or 0 for p in report.partitions)
     fresh = sum(p.bytes_removed or 0 for p in report.partitions)
@@ -200,7 +204,7 @@ def simulate(root: Path, scale: float, days: int, seed: int, layouts: tuple[str,
             else:
                 run = rorder_once(path, layout)
             figures[layout]["written"].append(run["bytes"])
-            if layout == "tiered":  # read more than the hour's appends: settled tiers merged
+            if layout.startswith("tiered"):  # read more than the hour's appends: settled tiers merged
                 figures[layout].setdefault("merged", []).append(run["read"] > 1.5 * appended_hour[-1])
             figures[layout]["seconds"].append(run["seconds"])
         if (hour + 1) % 24 == 0:
@@ -324,7 +328,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=17)
     p.add_argument("--keep", help="build the tables here and keep them")
     p.add_argument("--json", help="also write the figures here")
-    p.add_argument("--layouts", default="full,tiered", help="comma-separated: full, tiered (default both)")
+    p.add_argument(
+        "--layouts", default="full,tiered", help="comma-separated: full, tiered, tiered-rg1 (a row group per value)"
+    )
     p.add_argument("--one-run", nargs=2, metavar=("TABLE", "LAYOUT"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.one_run:

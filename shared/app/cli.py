@@ -98,6 +98,11 @@ def _options(p: argparse.ArgumentParser) -> None:
         metavar="SIZE",
         help="roll an output file over before its footer passes this",
     )
+    p.add_argument(
+        "--min-row-group-bytes",
+        metavar="SIZE",
+        help="smaller neighbouring values share a row group up to this (default: 16KiB tiered, 0 full)",
+    )
     p.add_argument("--max-deleted-rows-ratio", type=float, metavar="RATIO")
     p.add_argument(
         "--layout",
@@ -119,6 +124,7 @@ def _option_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "target_file_size": args.target_file_size,
         "memory_budget": args.memory_budget,
         "max_footer_bytes": args.max_footer_bytes,
+        "min_row_group_bytes": args.min_row_group_bytes,
         "max_deleted_rows_ratio": args.max_deleted_rows_ratio,
         "layout": args.layout,
     }

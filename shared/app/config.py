@@ -13,6 +13,7 @@ Everything comes from app settings (environment variables, see :mod:`deltaextras
      "max_deleted_rows_ratio": 0.05,
      "max_footer_bytes": 16384,           # bytes: an output file's Parquet footer stays under this
      "layout": "tiered",                  # "full" (default): rewrite a partition whole; "tiered": incremental
+     "min_row_group_bytes": 16384,        # smaller neighbouring values share a row group (0: one per value)
      "storage_options": {}}               # merged over DELTAEXTRAS_STORAGE_OPTIONS for this table
 
 The list is also the worker's allow-list: a message whose ``path`` is not one of these tables is
@@ -58,6 +59,7 @@ _ENTRY_KEYS = {
     "max_deleted_rows_ratio",
     "max_footer_bytes",
     "layout",
+    "min_row_group_bytes",
     "storage_options",
     "group_commit_from",
 }
@@ -166,6 +168,8 @@ class TableConfig:
             out["layout"] = opts["layout"]
         if opts["max_footer_bytes"] != DEFAULT_MAX_FOOTER_BYTES:
             out["max_footer_bytes"] = opts["max_footer_bytes"]
+        if opts["min_row_group_bytes"] != RorderOptions.build(layout=opts["layout"]).min_row_group_bytes:
+            out["min_row_group_bytes"] = opts["min_row_group_bytes"]
         return out
 
     def plan_kwargs(self) -> dict[str, Any]:
@@ -180,6 +184,7 @@ class TableConfig:
             "max_deleted_rows_ratio": o.max_deleted_rows_ratio,
             "layout": o.layout,
             "max_footer_bytes": o.max_footer_bytes,
+            "min_row_group_bytes": o.min_row_group_bytes,
             "storage_options": dict(self.storage_options) or None,
         }
 

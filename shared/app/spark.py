@@ -218,6 +218,7 @@ def rorder_spark(
     memory_budget: int | None = None,
     max_deleted_rows_ratio: float | None = None,
     layout: str | None = None,
+    min_row_group_bytes: int | str | None = None,
     storage_options: Mapping[str, str] | None = None,
     task_storage_options: Mapping[str, str] | None = None,
     max_tasks: int | None = None,
@@ -249,6 +250,7 @@ def rorder_spark(
         memory_budget=memory_budget,
         max_deleted_rows_ratio=max_deleted_rows_ratio,
         layout=layout,
+        min_row_group_bytes=min_row_group_bytes,
         storage_options=dict(storage_options) if storage_options else None,
     )
     to_rewrite = plan.to_rewrite()

@@ -277,4 +277,3 @@ def test_clustering_doc_moves_a_range_table_to_an_unpartitioned_one(tmp_path: Pa
     assert moved.column_names == ["node_id", "utc_time"]
     assert content_checksum(moved) == content_checksum(rows.drop_columns(["node_id_range"]))
     assert_layout(str(flat), "node_id")
-

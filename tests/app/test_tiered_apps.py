@@ -23,7 +23,13 @@ from test_tiered import assert_one_value_per_row_group
 from deltaextras.ops.rorder.plan import plan_table
 
 CONTAINER = "deltaextras-tiered"
-TABLE_OPTIONS = {"sort_by": ["utc_time"], "unique_by": ["node_id", "utc_time"], "layout": "tiered"}
+# a row group per value, which the tests assert (small values share one by default in the tiered layout)
+TABLE_OPTIONS = {
+    "sort_by": ["utc_time"],
+    "unique_by": ["node_id", "utc_time"],
+    "layout": "tiered",
+    "min_row_group_bytes": 0,
+}
 
 
 def _append_batch(uri: str, options: dict[str, str], batch: int) -> None:
@@ -91,7 +97,8 @@ def test_lambda_handlers_run_the_tiered_layout(moto: MotoServer, monkeypatch: py
         assert content_checksum(uri, moto.storage_options) == before
         _append_batch(uri, moto.storage_options, 20 + hour)
     # A hand-written message for one partition names the layout; the worker plans it from the snapshot.
-    sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"path": uri, "partition_value": "1", "layout": "tiered"}))
+    body = {"path": uri, "partition_value": "1", "layout": "tiered", "min_row_group_bytes": 0}
+    sqs.send_message(QueueUrl=url, MessageBody=json.dumps(body))
     run_event_source(sqs, url, handlers.worker_handler)
     plan = plan_table(uri, storage_options=moto.storage_options, **_plan_options())
     assert {p.partition_value: p.action for p in plan.partitions} == {"0": "rewrite", "1": "skip", "2": "rewrite"}
@@ -104,4 +111,4 @@ def test_lambda_handlers_run_the_tiered_layout(moto: MotoServer, monkeypatch: py
 
 
 def _plan_options() -> dict[str, Any]:
-    return {"sort_by": "utc_time", "unique_by": ["node_id", "utc_time"], "layout": "tiered"}
+    return {"sort_by": "utc_time", "unique_by": ["node_id", "utc_time"], "layout": "tiered", "min_row_group_bytes": 0}

@@ -35,6 +35,8 @@ max_materialize_size   int in [1, 2^63 - 1]                         accepted for
 max_deleted_rows_ratio number in [0, 1]                             purge threshold for deletion vectors
 layout                 "full" or "tiered"                           full rewrite (default) or incremental
                                                                     tiers (:mod:`deltaextras.ops.rorder.tiers`)
+min_row_group_bytes    int in [0, 2^63 - 1]                         smaller neighbouring values share a row
+                                                                    group (default: 16 KiB tiered, 0 full)
 =====================  ===========================================  ==========================================
 
 Unknown keys, wrong types and numbers out of range are rejected with a one-line :class:`MessageError`
@@ -164,6 +166,9 @@ class RorderMessage:
             v = data.get(key)
             if v is not None and (_not_int(v) or not 0 < v <= MAX_LONG):
                 raise MessageError(f"message {key!r} must be an integer from 1 to {MAX_LONG} (bytes), got {_got(v)}")
+        v = data.get("min_row_group_bytes")
+        if v is not None and (_not_int(v) or not 0 <= v <= MAX_LONG):
+            raise MessageError(f"message 'min_row_group_bytes' must be an integer from 0 to {MAX_LONG}, got {_got(v)}")
         commit = data.get("commit")
         if commit is not None and commit not in COMMIT_MODES:
             raise MessageError(f"message 'commit' must be one of {', '.join(COMMIT_MODES)}, got {shown(commit)}")
@@ -234,6 +239,8 @@ class RorderMessage:
             out["max_footer_bytes"] = opts["max_footer_bytes"]
         if opts["layout"] != "full":  # messages of the default layout stay as older releases read them
             out["layout"] = opts["layout"]
+        if opts["min_row_group_bytes"] != RorderOptions.build(layout=opts["layout"]).min_row_group_bytes:
+            out["min_row_group_bytes"] = opts["min_row_group_bytes"]
         if self.commit is not None:  # likewise messages that commit alone
             out["commit"] = self.commit
         return out

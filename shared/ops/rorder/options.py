@@ -31,6 +31,12 @@ DEFAULT_MAX_FOOTER_BYTES = 16 * 1024
 # stream fetches whole (docs/query.md: 3.7 MiB objects were read whole, 25x a node's bytes, 7.4 MiB ones by
 # ranges); W2's 150 values of 151 KiB stay two files of 11 MiB.
 FOOTER_SHARE = 4
+# Neighbouring values smaller than this (Arrow bytes) share a row group until it holds this many bytes; 0:
+# a row group per value. The tiered layout's fresh runs hold an hour of readings: 12 rows of a sensor, a few
+# hundred bytes, for which a row group's footer entry and page headers cost more than the rows themselves
+# (a run of 1,500 such values wrote 4x its input, a quarter of it footer). The full layout keeps a row group
+# per value unless asked (docs/options.md).
+TIERED_MIN_ROW_GROUP_BYTES = 16 * 1024
 # Any deletion vector: the next run rewrites the files that carry one. deltalake (1.6) turns Parquet
 # predicate pushdown off for a whole scan once a scanned file carries a deletion vector, so one vector
 # costs every point query through it the whole table's bytes until it is purged (docs/deletes.md). Spark's
@@ -191,6 +197,7 @@ OPTION_KEYS = (
     "max_footer_bytes",
     "max_deleted_rows_ratio",
     "layout",
+    "min_row_group_bytes",
 )
 
 
@@ -214,6 +221,7 @@ class RorderOptions:
     target_file_size: int = DEFAULT_TARGET_FILE_SIZE
     memory_budget: int = DEFAULT_MEMORY_BUDGET
     max_footer_bytes: int = DEFAULT_MAX_FOOTER_BYTES
+    min_row_group_bytes: int = 0
     max_deleted_rows_ratio: float = DEFAULT_MAX_DELETED_ROWS_RATIO
     layout: str = DEFAULT_LAYOUT
 
@@ -240,6 +248,7 @@ class RorderOptions:
         max_deleted_rows_ratio: float | None = None,
         layout: str | None = None,
         max_footer_bytes: int | None = None,
+        min_row_group_bytes: int | str | None = None,
     ) -> RorderOptions:
         """Validate loosely typed options (as users and messages give them).
 
@@ -255,6 +264,12 @@ class RorderOptions:
         layout = DEFAULT_LAYOUT if layout is None else layout
         if layout not in LAYOUTS:
             raise InvalidArgumentError(f"layout must be 'full' or 'tiered', got {shown(layout)}")
+        if min_row_group_bytes is None:
+            smallest = TIERED_MIN_ROW_GROUP_BYTES if layout == "tiered" else 0
+        elif min_row_group_bytes in (0, "0"):
+            smallest = 0
+        else:
+            smallest = parse_size(min_row_group_bytes, "min_row_group_bytes")
         return cls(
             by=by,
             sort_by=normalize_sort_by(sort_by),
@@ -270,6 +285,7 @@ class RorderOptions:
             ),
             max_deleted_rows_ratio=float(ratio),
             layout=layout,
+            min_row_group_bytes=smallest,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -288,4 +304,5 @@ class RorderOptions:
             "max_footer_bytes": self.max_footer_bytes,
             "max_deleted_rows_ratio": self.max_deleted_rows_ratio,
             "layout": self.layout,
+            "min_row_group_bytes": self.min_row_group_bytes,
         }

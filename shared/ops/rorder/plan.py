@@ -311,6 +311,7 @@ def plan_units(
     max_deleted_rows_ratio: float | None = None,
     layout: str | None = None,
     max_footer_bytes: int | None = None,
+    min_row_group_bytes: int | str | None = None,
     storage_options: dict[str, str] | None = None,
     version: int | None = None,
     snapshot: TableSnapshot | None = None,
@@ -350,6 +351,7 @@ def plan_units(
         max_deleted_rows_ratio=max_deleted_rows_ratio,
         layout=layout,
         max_footer_bytes=max_footer_bytes,
+        min_row_group_bytes=min_row_group_bytes,
     )
     scheme = scheme_for(head, options.by)
     options = clustered_options(head, scheme.by, options)
@@ -388,6 +390,7 @@ def plan_table(
     max_deleted_rows_ratio: float | None = None,
     layout: str | None = None,
     max_footer_bytes: int | None = None,
+    min_row_group_bytes: int | str | None = None,
     storage_options: dict[str, str] | None = None,
     version: int | None = None,
     snapshot: TableSnapshot | None = None,
@@ -410,6 +413,7 @@ def plan_table(
         max_deleted_rows_ratio=max_deleted_rows_ratio,
         layout=layout,
         max_footer_bytes=max_footer_bytes,
+        min_row_group_bytes=min_row_group_bytes,
         storage_options=storage_options,
         version=version,
         snapshot=snapshot,

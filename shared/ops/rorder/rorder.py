@@ -634,6 +634,7 @@ def rorder(
     max_deleted_rows_ratio: float | None = None,
     layout: str | None = None,
     max_footer_bytes: int | None = None,
+    min_row_group_bytes: int | str | None = None,
     max_workers: int | None = None,
     storage_options: dict[str, str] | None = None,
     progress: Callable[[PartitionReport], None] | None = None,
@@ -648,13 +649,11 @@ def rorder(
     On Ctrl-C no further partition starts, commits under way finish, the others are abandoned before
     their commit, and :class:`~deltaextras.ops.rorder.pool.RunInterrupted` (a ``KeyboardInterrupt``) carries
     every partition's outcome (see :mod:`deltaextras.ops.rorder.pool`).
-    If any partition failed, :class:`~deltaextras.errors.PartitionsFailedError` is
-    raised after all the others finished (``raise_on_failure=False`` returns the report instead).
-    ``max_materialize_size`` is accepted for compatibility and ignored: memory is bounded by
-    ``memory_budget``. ``layout="tiered"`` rewrites only each partition's fresh files and the tiers
-    the size-tiered policy merges (:mod:`deltaextras.ops.rorder.tiers`); the default ``"full"`` rewrites a
-    partition with new files whole. ``max_footer_bytes`` (default 16 KiB) bounds each output file's Parquet
-    footer: a unit of many small values is written as several files, each found by its ``by`` statistics.
+    If any partition failed, :class:`~deltaextras.errors.PartitionsFailedError` is raised after all the others
+    finished (``raise_on_failure=False`` returns the report instead). ``max_materialize_size`` is ignored
+    (memory is bounded by ``memory_budget``). ``layout="tiered"`` rewrites only each partition's fresh files
+    and the tiers the size-tiered policy merges (:mod:`deltaextras.ops.rorder.tiers`); ``"full"`` rewrites a
+    partition with new files whole. ``max_footer_bytes``, ``min_row_group_bytes``: docs/options.md.
 
     Example:
         >>> import tempfile, pyarrow as pa
@@ -677,6 +676,7 @@ def rorder(
         max_deleted_rows_ratio=max_deleted_rows_ratio,
         layout=layout,
         max_footer_bytes=max_footer_bytes,
+        min_row_group_bytes=min_row_group_bytes,
         storage_options=storage_options,
         files="rewrite",
     )

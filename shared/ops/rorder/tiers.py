@@ -4,7 +4,8 @@ A partition in the tiered layout holds *settled* files (outputs of earlier runs 
 with the layout signature; the files of one run form one *tier run*) and *fresh* files (everything else:
 appends, outputs of another layout). A run rewrites:
 
-* every fresh file, into one new tier run with one row group (or run of row groups) per value;
+* every fresh file, into one new tier run with one row group (or run of row groups) per value, small
+  values sharing one (``min_row_group_bytes``, docs/tiered.md);
 * settled runs that the size-tiered policy merges: when ``TIER_FANOUT`` (k) runs of similar size exist
   (sizes in rows within a factor of about k, counting the new run) they merge into the new run, cascading while
   the grown run meets k similar ones; then, while the partition would hold more than ``MAX_TIERS`` (T)

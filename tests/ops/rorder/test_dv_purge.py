@@ -30,8 +30,9 @@ def _table(uri: str, partitioned: bool) -> dict[str, object]:
             batch = batch.drop_columns(["node_id_range"])
         write_deltalake(uri, batch, partition_by=["node_id_range"] if partitioned else None, mode="append")
     enable_deletion_vectors(uri)
-    # small footers: several files per unit, so a vector lands in some of them only; one node is 2.5 % of a unit
-    return {"by": "node_id", "sort_by": "utc_time", "max_footer_bytes": 4096}
+    # small footers and a row group per value: several files per unit, so a vector lands in some of them only;
+    # one node is 2.5 % of a unit
+    return {"by": "node_id", "sort_by": "utc_time", "max_footer_bytes": 4096, "min_row_group_bytes": 0}
 
 
 def _with_vectors(uri: str) -> set[str]:
@@ -81,4 +82,3 @@ def test_plan_and_report_name_the_rows_to_purge_and_the_kind_of_unit(tmp_path: P
     assert unit.reason.endswith("deleted row(s) to purge"), unit.reason
     report = rorder(uri, max_workers=1, **options)
     assert report.summary().startswith(f"{len(report)} unit(s): "), report.summary()
-

@@ -27,7 +27,8 @@ from deltaextras.ops.rorder.plan_stream import plan_table_lean
 from deltaextras.ops.rorder.rewrite.layout import RUN_TAG
 from deltaextras.ops.rorder.tiers import MAX_TIERS, TIER_FANOUT, select_files
 
-TIERED = {"sort_by": "utc_time", "unique_by": "utc_time", "layout": "tiered"}
+# a row group per value (small values would share one by default: tests/ops/rorder/test_row_group_packing.py)
+TIERED = {"sort_by": "utc_time", "unique_by": "utc_time", "layout": "tiered", "min_row_group_bytes": 0}
 
 
 def _append(uri: str, opts: dict[str, str], table: pa.Table) -> None:
@@ -319,14 +320,15 @@ def test_cli_plan_shows_what_a_tiered_run_does_and_commit_info_names_the_layout(
     _append(uri, {}, _rows(5, range(0, 50)))
     rorder(uri, max_workers=1, **TIERED)
     _append(uri, {}, _rows(5, range(100, 110), seed=1))
-    args = ["plan", uri, "--sort-by", "utc_time", "--unique-by", "utc_time", "--layout", "tiered"]
+    options = ["--sort-by", "utc_time", "--unique-by", "utc_time", "--layout", "tiered", "--min-row-group-bytes", "0"]
+    args = ["plan", uri, *options]
     assert cli_main(args) == 0
     out = capsys.readouterr().out
     assert "tiered: 1 fresh file(s) in, 0 tier(s) merged" in out and "1 -> 2 tier(s)" in out
     assert cli_main([*args, "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     assert plan["layout"] == "tiered" and plan["partitions"][0]["tiers"]["fresh_files"] == 1
-    assert cli_main(["run", uri, "--sort-by", "utc_time", "--unique-by", "utc_time", "--layout", "tiered"]) == 0
+    assert cli_main(["run", uri, *options]) == 0
     params = DeltaTable(uri).history(1)[0]["operationParameters"]
     assert params["layout"] == "tiered"
 

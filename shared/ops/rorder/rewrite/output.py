@@ -202,6 +202,8 @@ class OutputWriter:
         self._gauge: FooterGauge | None = None
         self._next_cut = 0  # index of the first cut this file's values are below
         self._nulls = False  # whether this file holds the null value
+        self._pending: list[pa.Table] = []  # small values not written yet (min_row_group_bytes)
+        self._pending_bytes = 0
 
     def _crosses(self, table: pa.Table, row: int) -> bool:
         """Whether the value starting at ``row`` must start a new file: it reaches the next cut point, or
@@ -247,7 +249,8 @@ class OutputWriter:
 
     def write_values(self, table: pa.Table, ends: list[int]) -> int:
         """Write consecutive values of ``table`` — value k is rows ``ends[k]`` to ``ends[k + 1]`` (offsets
-        into ``table``) — a row group each (more when one is larger than ``ROW_GROUP_MAX_BYTES``),
+        into ``table``) — a row group each (more when one is larger than ``ROW_GROUP_MAX_BYTES``; neighbouring
+        values smaller than ``min_row_group_bytes`` together, until their row group holds that many bytes),
         rolling over to a new file at ``target_file_size`` or before the footer passes its budget
         (:func:`footer_budget`); returns the values written. Statistics
         are folded once per file's share of the table, not once per value.
@@ -255,8 +258,10 @@ class OutputWriter:
         first = ends[0]  # the first row of the table not yet in a file's statistics
         if self._gauge is None and len(ends) > 1:
             self._gauge = FooterGauge(table.slice(ends[0], ends[1] - ends[0]), self.props)
+        smallest = self.rw.options.min_row_group_bytes
         for a, b in itertools.pairwise(ends):
             if self.rw.cuts and self._crosses(table, a) and self._writer is not None:
+                self._flush()
                 if a > first:
                     self._fold(table.slice(first, a - first))
                 self._finish()
@@ -264,20 +269,46 @@ class OutputWriter:
                 self._open()
                 first = a
             assert self._writer is not None
-            value = table.slice(a, b - a)
-            per_row = max(1, value.nbytes // max(1, value.num_rows))
-            cap = max(1, ROW_GROUP_MAX_BYTES // per_row)
-            with timed(self.rw.result, "encode"):
-                self._writer.write_table(value, row_group_size=min(cap, max(1, value.num_rows)))
-            self._groups += -(-value.num_rows // cap)
-            self._rows += value.num_rows
             self._values += 1
+            value = table.slice(a, b - a)
+            size = value.nbytes
+            if smallest and size < smallest:
+                # small values share a row group (across calls too) until it holds ``smallest`` bytes
+                self._pending.append(value)
+                self._pending_bytes += size
+                if self._pending_bytes < smallest:
+                    continue
+                self._flush()
+            else:
+                self._flush()  # the small values before a large one: a row group of their own
+                self._write_group(value)
             if self._sink.tell() >= self.rw.options.target_file_size or self._footer_full():
                 self._fold(table.slice(first, b - first))
                 self._finish()
         if self._writer is not None and ends[-1] > first:
             self._fold(table.slice(first, ends[-1] - first))
+        if self._pending:  # carried to the next call: copied, so that this table's buffers can go
+            rows = pa.concat_tables(self._pending)
+            self._pending = [rows.take(pa.array(range(rows.num_rows), pa.int64()))]
         return len(ends) - 1
+
+    def _flush(self) -> None:
+        """Write the small values gathered so far as one row group."""
+        if self._pending:
+            rows = self._pending[0] if len(self._pending) == 1 else pa.concat_tables(self._pending)
+            self._pending, self._pending_bytes = [], 0
+            self._write_group(rows)
+
+    def _write_group(self, rows: pa.Table) -> None:
+        """Write ``rows`` (one value, or small values together) as one row group, more when it is larger
+        than ``ROW_GROUP_MAX_BYTES``."""
+        assert self._writer is not None
+        per_row = max(1, rows.nbytes // max(1, rows.num_rows))
+        cap = max(1, ROW_GROUP_MAX_BYTES // per_row)
+        with timed(self.rw.result, "encode"):
+            self._writer.write_table(rows, row_group_size=min(cap, max(1, rows.num_rows)))
+        self._groups += -(-rows.num_rows // cap)
+        self._rows += rows.num_rows
 
     def _fold(self, rows: pa.Table) -> None:
         assert self._stats is not None
@@ -286,6 +317,7 @@ class OutputWriter:
 
     def _finish(self) -> None:
         assert self._writer is not None and self._stats is not None
+        self._flush()
         self._writer.close()
         self._sink.close()
         self._writer = None
