@@ -39,8 +39,10 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -55,7 +57,10 @@ from ...core.storage import TableStorage
 from ...errors import CorruptDataError, InvalidArgumentError, StorageError, UnsupportedFeatureError
 from ..common.table import load_snapshot, table_args
 
+log = logging.getLogger(__name__)
+
 DEFAULT_RETENTION_HOURS = 168.0
+VACUUM_ATTEMPTS = 3  # deltalake's vacuum of the data files, tried again after a failed request
 _INTERVAL = re.compile(r"^\s*(?:interval\s+)?(\d+(?:\.\d+)?)\s*([a-z]+)\s*$", re.IGNORECASE)
 _UNIT_HOURS = {
     "second": 1 / 3600,
@@ -219,23 +224,33 @@ def _deltalake_data_files(
     from deltalake.exceptions import DeltaError
 
     root = storage.deltalake_uri.rstrip("/") + "/"
-    try:
-        from deltalake import DeltaTable
+    retention = int(hours) if hours == int(hours) else int(hours) + 1
+    for attempt in range(VACUUM_ATTEMPTS):
+        try:
+            from deltalake import DeltaTable
 
-        dl = DeltaTable(storage.deltalake_uri, storage_options=storage.storage_options or None)
-        retention = int(hours) if hours == int(hours) else int(hours) + 1
-        # deltalake names every expired tombstone, deleted already or not: keep those still stored
-        named = {
-            p[len(root) :] if p.startswith(root) else p
-            for p in dl.vacuum(retention_hours=retention, dry_run=True, enforce_retention_duration=False)
-        }
-        data = sorted(named & stored.keys())
-        if data and not dry_run:
-            dl.vacuum(retention_hours=retention, dry_run=False, enforce_retention_duration=False)
-    except (DeltaError, OSError) as exc:
-        text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
-        raise StorageError(f"deltalake's vacuum failed on {uri}: {text}; no vector file was deleted") from None
-    return data
+            dl = DeltaTable(storage.deltalake_uri, storage_options=storage.storage_options or None)
+            # deltalake names every expired tombstone, deleted already or not: keep those still stored
+            named = {
+                p[len(root) :] if p.startswith(root) else p
+                for p in dl.vacuum(retention_hours=retention, dry_run=True, enforce_retention_duration=False)
+            }
+            data = sorted(named & stored.keys())
+            if data and not dry_run:
+                dl.vacuum(retention_hours=retention, dry_run=False, enforce_retention_duration=False)
+            return data
+        except (DeltaError, OSError) as exc:
+            # deleting thousands of objects may meet a failed request: what was deleted is gone, the next
+            # attempt lists again and deletes the rest (vacuum only removes files no version reads)
+            text = " ".join(str(exc).split())[:400] or type(exc).__name__
+            if attempt + 1 == VACUUM_ATTEMPTS:
+                raise StorageError(
+                    f"deltalake's vacuum failed on {uri} ({VACUUM_ATTEMPTS} attempts): {text}; no vector file was "
+                    "deleted; run vacuum again"
+                ) from None
+            log.warning("vacuum of %s: attempt %d failed (%s); trying again", uri, attempt + 1, text[:200])
+            time.sleep(2**attempt)
+    return []
 
 
 def _data_files(storage: TableStorage, snap: Any, stored: dict[str, int], hours: float, dry_run: bool) -> list[str]:

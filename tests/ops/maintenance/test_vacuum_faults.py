@@ -1,0 +1,66 @@
+"""``vacuum`` deletes many objects; a delete request that fails after it took effect (the tests' fault
+proxy answers 503 after Azurite or moto deleted the object) must not leave the vacuum half done: it tries
+again and ends with every expired file gone and the table whole. When every try fails, one line says to
+run vacuum again."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+from faultproxy import FaultProxy, Rule, through
+from oracle import checksum
+from services import emulator_root
+
+import deltaextras
+from deltaextras.core.storage import TableStorage
+from deltaextras.errors import StorageError
+
+
+@pytest.fixture(params=[pytest.param("azurite", marks=pytest.mark.azurite), pytest.param("s3", marks=pytest.mark.moto)])
+def cloud(request: pytest.FixtureRequest) -> tuple[str, str, dict[str, str], int]:
+    return emulator_root(request, "vacuum-faults")
+
+
+def _table(uri: str, options: dict[str, str]) -> None:
+    for batch in range(6):
+        rows = pa.table({"node_id": [batch, batch + 10], "node_id_range": [0, 0], "v": [1.0, 2.0]})
+        write_deltalake(uri, rows, partition_by=["node_id_range"], mode="append", storage_options=options)
+    deltaextras.rorder(uri, storage_options=options, max_workers=1)  # six files replaced: expired at once
+
+
+def _data_files(uri: str, options: dict[str, str]) -> set[str]:
+    return {k for k, _ in TableStorage(uri, options).list("") if k.endswith(".parquet")}
+
+
+def test_a_failed_delete_is_tried_again(cloud: tuple[str, str, dict[str, str], int]) -> None:
+    name, root, direct, port = cloud
+    uri = f"{root}/t-{uuid.uuid4().hex[:8]}"
+    _table(uri, direct)
+    before = checksum(uri, direct)
+    with FaultProxy(port) as proxy:
+        # more failures than the client retries: deltalake's vacuum call fails once, then succeeds
+        rule = proxy.add(Rule("POST", r"/vacuum-faults/?$", "503", times=2))  # a batch delete
+        options = through(name, direct, proxy, max_retries="1", retry_timeout="5s", timeout="10s")
+        report = deltaextras.vacuum(uri, retention_hours=0, dry_run=False, storage_options=options)
+        assert rule.fired == 2, sorted({(s.method, s.path.rsplit("/", 1)[-1][:12]) for s in proxy.requests()})
+    assert len(report.data_files) == 6
+    assert len(_data_files(uri, direct)) == 1  # the rewrite's one output
+    assert checksum(uri, direct) == before
+
+
+def test_a_vacuum_that_keeps_failing_says_to_run_it_again(cloud: tuple[str, str, dict[str, str], int]) -> None:
+    name, root, direct, port = cloud
+    uri = f"{root}/t-{uuid.uuid4().hex[:8]}"
+    _table(uri, direct)
+    with FaultProxy(port) as proxy:
+        proxy.add(Rule("POST", r"/vacuum-faults/?$", "503", times=1000))
+        options = through(name, direct, proxy, max_retries="1", retry_timeout="5s", timeout="10s")
+        with pytest.raises(StorageError, match="run vacuum again") as caught:
+            deltaextras.vacuum(uri, retention_hours=0, dry_run=False, storage_options=options)
+    assert "\n" not in str(caught.value)
+    report: Any = deltaextras.vacuum(uri, retention_hours=0, dry_run=False, storage_options=direct)
+    assert len(_data_files(uri, direct)) == 1 and report is not None
