@@ -182,7 +182,9 @@ class Add(_Codec):
 
     def retire(self, timestamp: int, *, data_change: bool) -> Remove:
         """The ``remove`` that retires exactly this logical file (repeating its deletion vector, so the
-        (path, vector) pair really goes away)."""
+        (path, vector) pair really goes away). Without the file's statistics (optional in a ``remove``; no
+        reader of tombstones uses them): they were half the bytes of a rewrite's commit, and a checkpoint
+        carries every tombstone for a week."""
         return Remove(
             path=self.path,
             deletion_timestamp=timestamp,
@@ -194,7 +196,6 @@ class Add(_Codec):
             deletion_vector=self.deletion_vector,
             base_row_id=self.base_row_id,
             default_row_commit_version=self.default_row_commit_version,
-            stats=self.stats,
         )
 
 
