@@ -322,10 +322,12 @@ def test_delete_vacuum_and_checkpoint_on_a_clustered_table(
 
 
 # ------------------------------------------------------------------------------------------ races
-def test_spark_races_range_units(delta_spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("columns", "seed"), [(["node"], 6), (["node", "k"], 16)], ids=["one-column", "two-columns"])
+def test_spark_races_range_units(delta_spark: Any, tmp_path: Path, columns: list[str], seed: int) -> None:
+    """Spark appends, DELETEs, UPDATEs and MERGEs, our DELETEs and range units of rorder, at once."""
     uri = str(tmp_path / "race")
-    ledger = create_race_table(delta_spark, uri, "CLUSTER BY (node)")
-    spark_rng, delete_rng = random.Random(SEED + 6), random.Random(SEED + 4)
+    ledger = create_race_table(delta_spark, uri, f"CLUSTER BY ({', '.join(columns)})")
+    spark_rng, delete_rng = random.Random(SEED + seed), random.Random(SEED + seed - 2)
     run_race(
         [
             lambda stop: spark_side(
@@ -337,27 +339,7 @@ def test_spark_races_range_units(delta_spark: Any, tmp_path: Path) -> None:
         300,
     )
     assert_ledger_content(delta_spark, uri, ledger)
-    print("range racer figures:", dict(ledger.commits), dict(ledger.conflicts))
+    print(f"range racer figures ({columns}):", dict(ledger.commits), dict(ledger.conflicts))
     assert ledger.commits["ours:rorder"] > 0
     assert sum(v for k, v in ledger.commits.items() if k.startswith("spark:")) >= 3
-    assert delta_spark.sql(f"DESCRIBE DETAIL delta.`{uri}`").collect()[0]["clusteringColumns"] == ["node"]
-
-
-def test_spark_races_range_units_clustered_by_two_columns(delta_spark: Any, tmp_path: Path) -> None:
-    uri = str(tmp_path / "race2")
-    ledger = create_race_table(delta_spark, uri, "CLUSTER BY (node, k)")
-    spark_rng, delete_rng = random.Random(SEED + 16), random.Random(SEED + 14)
-    run_race(
-        [
-            lambda stop: spark_side(
-                delta_spark, uri, ledger, random_ops(spark_rng, 12), lambda _i, n: ledger.sample(spark_rng, n), stop
-            ),
-            lambda stop: our_rorder(uri, ledger, stop, target_file_size=4_000, max_workers=2),
-            lambda stop: our_delete(uri, ledger, delete_rng, stop),
-        ],
-        300,
-    )
-    assert_ledger_content(delta_spark, uri, ledger)
-    print("two-column range racer figures:", dict(ledger.commits), dict(ledger.conflicts))
-    assert ledger.commits["ours:rorder"] > 0
-    assert delta_spark.sql(f"DESCRIBE DETAIL delta.`{uri}`").collect()[0]["clusteringColumns"] == ["node", "k"]
+    assert delta_spark.sql(f"DESCRIBE DETAIL delta.`{uri}`").collect()[0]["clusteringColumns"] == columns
