@@ -12,8 +12,10 @@ is written, the ones between the oldest and the newest are removed when
   them can still be rebuilt (from the oldest checkpoint, which is kept: after log cleanup it may be
   the only base of the versions after it); commit files are never removed here, time travel keeps
   working;
-* it was written more than :data:`KEEP_SECONDS` ago: a reader that listed the log a moment ago and
-  is reading it now finds it still there;
+* it was superseded more than :data:`KEEP_SECONDS` ago (the next newer checkpoint was written that long
+  ago): a reader that listed the log while it was the newest, and is reading it now, finds it still there.
+  Its own age says nothing: on a quiet table a checkpoint a day old is the one every reader loads until
+  the next is written;
 * it is a classic checkpoint (one file or its parts); v2 checkpoints are left to their writers.
 
 Example:
@@ -32,6 +34,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import logging
 
 from .actions import now_ms
@@ -40,12 +43,12 @@ from .storage import TableStorage
 
 log = logging.getLogger(__name__)
 
-KEEP_SECONDS = 3600.0  # a checkpoint younger than this is kept: readers may have listed it
+KEEP_SECONDS = 3600.0  # a checkpoint superseded more recently is kept: readers may have listed it
 
 
 def prune_checkpoints(storage: TableStorage, newest: int, *, keep_seconds: float | None = None) -> list[str]:
     """Delete the checkpoints strictly between the oldest and ``newest`` (a checkpoint just written) that
-    are older than ``keep_seconds`` (default :data:`KEEP_SECONDS`), when the commits from the oldest to
+    were superseded more than ``keep_seconds`` ago (default :data:`KEEP_SECONDS`), when the commits from the oldest to
     ``newest`` are all present, never the one ``_last_checkpoint`` names; returns the keys deleted.
     Never raises: a checkpoint left behind only costs bytes."""
     keep_seconds = KEEP_SECONDS if keep_seconds is None else keep_seconds
@@ -59,11 +62,14 @@ def prune_checkpoints(storage: TableStorage, newest: int, *, keep_seconds: float
         cutoff = now_ms() - int(keep_seconds * 1000)
         hint = read_hint(storage)  # a hint that cannot be read raises: nothing is removed
         hinted = None if hint is None else int(hint["version"])
+        versions = sorted(listing.checkpoints)
         doomed = []
-        for version, keys in listing.checkpoints.items():
+        for version, successor in itertools.pairwise(versions):
+            keys = listing.checkpoints[version]
             if not oldest < version < newest or version == hinted:
                 continue
-            if all(is_classic_checkpoint(k) and listing.modified.get(k, cutoff) < cutoff for k in keys):
+            superseded = all(listing.modified.get(k, cutoff) < cutoff for k in listing.checkpoints[successor])
+            if superseded and all(is_classic_checkpoint(k) for k in keys):
                 doomed.extend(keys)
         doomed.sort()
         storage.delete_many(doomed)

@@ -1,11 +1,14 @@
 """Superseded checkpoints are removed, on local disk, Azurite and moto S3: the oldest and the newest stay,
 every version still reads the same through deltalake, and nothing goes when a commit between them is
-missing, when the checkpoints are younger than the time readers are given, or when ``_last_checkpoint``
-names one."""
+missing, when the checkpoints were superseded more recently than the time readers are given (however old
+they are themselves), or when ``_last_checkpoint`` names one."""
 
 from __future__ import annotations
 
 import json
+import os
+import time
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -53,3 +56,15 @@ def test_nothing_goes_when_a_commit_is_missing_or_the_hint_names_it(backend: Any
     DeltaTable(uri, storage_options=opts or None).create_checkpoint()
     assert prune_checkpoints(storage, 5, keep_seconds=0) == []
     assert sorted(list_log(storage).checkpoints) == [0, 2, 4, 5]
+
+
+def test_an_old_checkpoint_superseded_a_moment_ago_stays(tmp_path: Path) -> None:
+    """A quiet table: checkpoint 2 was written two hours ago and was the newest until a moment ago, so a
+    reader that listed the log then may be reading it now; checkpoint 1, superseded two hours ago, goes."""
+    uri = str(tmp_path / "t")
+    _table(uri, {}, 4)
+    old = time.time() - 7200
+    for v in (0, 1, 2):
+        os.utime(Path(uri) / f"{LOG_DIR}{v:020d}.checkpoint.parquet", (old, old))
+    assert prune_checkpoints(TableStorage(uri), 3) == [f"{LOG_DIR}{1:020d}.checkpoint.parquet"]
+    assert sorted(list_log(TableStorage(uri)).checkpoints) == [0, 2, 3]
