@@ -101,7 +101,7 @@ def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--min-row-group-bytes",
         metavar="SIZE",
-        help="smaller neighbouring values share a row group up to this (default: 16KiB tiered, 0 full)",
+        help="smaller neighbouring values share a row group up to this (default: 4KiB tiered, 0 full)",
     )
     p.add_argument("--max-deleted-rows-ratio", type=float, metavar="RATIO")
     p.add_argument(

@@ -36,7 +36,7 @@ max_deleted_rows_ratio number in [0, 1]                             purge thresh
 layout                 "full" or "tiered"                           full rewrite (default) or incremental
                                                                     tiers (:mod:`deltaextras.ops.rorder.tiers`)
 min_row_group_bytes    int in [0, 2^63 - 1]                         smaller neighbouring values share a row
-                                                                    group (default: 16 KiB tiered, 0 full)
+                                                                    group (default: 4 KiB tiered, 0 full)
 =====================  ===========================================  ==========================================
 
 Unknown keys, wrong types and numbers out of range are rejected with a one-line :class:`MessageError`

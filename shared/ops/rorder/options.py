@@ -34,9 +34,10 @@ FOOTER_SHARE = 4
 # Neighbouring values smaller than this (Arrow bytes) share a row group until it holds this many bytes; 0:
 # a row group per value. The tiered layout's fresh runs hold an hour of readings: 12 rows of a sensor, a few
 # hundred bytes, for which a row group's footer entry and page headers cost more than the rows themselves
-# (a run of 1,500 such values wrote 4x its input, a quarter of it footer). The full layout keeps a row group
-# per value unless asked (docs/options.md).
-TIERED_MIN_ROW_GROUP_BYTES = 16 * 1024
+# (1,500 such values an hour: 4.5x the appended bytes written, a quarter of it footer). 4 KiB halves that and
+# keeps a point query's bytes (larger groups cut writes further but put neighbours' rows into every point
+# query: bench/row_group_packing.py, docs/options.md). The full layout keeps a row group per value.
+TIERED_MIN_ROW_GROUP_BYTES = 4 * 1024
 # Any deletion vector: the next run rewrites the files that carry one. deltalake (1.6) turns Parquet
 # predicate pushdown off for a whole scan once a scanned file carries a deletion vector, so one vector
 # costs every point query through it the whole table's bytes until it is purged (docs/deletes.md). Spark's
