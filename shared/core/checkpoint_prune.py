@@ -53,7 +53,7 @@ def prune_checkpoints(storage: TableStorage, newest: int, *, keep_seconds: float
     Never raises: a checkpoint left behind only costs bytes."""
     keep_seconds = KEEP_SECONDS if keep_seconds is None else keep_seconds
     try:
-        listing = list_log(storage)
+        listing = list_log(storage, modified=True)
         if newest not in listing.checkpoints:
             return []
         oldest = min(listing.checkpoints)

@@ -72,19 +72,24 @@ class LogListing:
     commits: set[int] = field(default_factory=set)
     checkpoints: dict[int, list[str]] = field(default_factory=dict)  # version -> keys (complete sets)
     has_hint: bool = False  # whether _delta_log/_last_checkpoint exists
-    modified: dict[str, int] = field(default_factory=dict)  # key -> last modified, ms since the epoch
+    modified: dict[str, int] = field(default_factory=dict)  # key -> last modified, ms (list_log(modified=True))
 
     @property
     def latest(self) -> int:
         return max(self.commits) if self.commits else -1
 
 
-def list_log(storage: TableStorage) -> LogListing:
-    """List commits and complete checkpoints under ``_delta_log/``."""
+def list_log(storage: TableStorage, *, modified: bool = False) -> LogListing:
+    """List commits and complete checkpoints under ``_delta_log/`` (with ``modified``, also every object's
+    last-modified time)."""
     listing = LogListing()
     multipart: dict[tuple[int, int], list[str]] = {}
-    for key, _size, modified in storage.list_dir_modified(LOG_DIR):
-        listing.modified[key] = modified
+    if modified:
+        listing.modified = {key: at for key, _size, at in storage.list_dir_modified(LOG_DIR)}
+        keys = list(listing.modified)
+    else:
+        keys = [key for key, _size in storage.list_dir(LOG_DIR)]
+    for key in keys:
         name = key.rsplit("/", 1)[-1]
         if m := _COMMIT.match(name):
             listing.commits.add(int(m.group(1)))

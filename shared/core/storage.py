@@ -177,6 +177,11 @@ DELETE_BATCH = 128  # keys per batched delete (Azure allows 256 per blob batch, 
 DELETE_THREADS = 8
 
 
+def _modified_ms(meta: Any) -> int:
+    """An object's last-modified time from listing metadata, in ms since the epoch."""
+    return int(meta["last_modified"].timestamp() * 1000)
+
+
 def table_key(storage: TableStorage, table_id: str) -> str:
     """The key of state kept across calls about one table: its location with its storage options
     (:attr:`TableStorage.location_key`) and its identity, the ``metaData.id`` every version of the table
@@ -331,8 +336,7 @@ class TableStorage:
         try:
             for chunk in obstore.list(self._store, prefix=prefix):
                 for meta in chunk:
-                    modified = int(meta["last_modified"].timestamp() * 1000)
-                    yield str(meta["path"]), int(meta["size"]), modified
+                    yield str(meta["path"]), int(meta["size"]), _modified_ms(meta)
         except (FileNotFoundError, NotFoundError):
             return
         except Exception as exc:
@@ -340,17 +344,20 @@ class TableStorage:
 
     def list_dir(self, prefix: str) -> list[tuple[str, int]]:
         """``(key, size)`` of objects directly under ``prefix`` (one level)."""
-        return [(key, size) for key, size, _at in self.list_dir_modified(prefix)]
+        return [(str(m["path"]), int(m["size"])) for m in self._dir_objects(prefix)]
 
     def list_dir_modified(self, prefix: str) -> list[tuple[str, int, int]]:
         """``(key, size, last modified in ms since the epoch)`` of objects directly under ``prefix``."""
+        return [(str(m["path"]), int(m["size"]), _modified_ms(m)) for m in self._dir_objects(prefix)]
+
+    def _dir_objects(self, prefix: str) -> list[Any]:
+        """The object metadata of a one-level listing of ``prefix`` (none when it is not there)."""
         try:
-            result = obstore.list_with_delimiter(self._store, prefix=prefix)
+            return list(obstore.list_with_delimiter(self._store, prefix=prefix)["objects"])
         except (FileNotFoundError, NotFoundError):
             return []
         except Exception as exc:
             raise self._wrap(exc, f"list {prefix}") from None
-        return [(str(m["path"]), int(m["size"]), int(m["last_modified"].timestamp() * 1000)) for m in result["objects"]]
 
     def open_input(self, key: str, size: int | None = None) -> Any:
         """A seekable binary file for pyarrow: the local file itself, or ranged reads on object stores."""

@@ -271,8 +271,7 @@ class OutputWriter:
             assert self._writer is not None
             self._values += 1
             value = table.slice(a, b - a)
-            size = value.nbytes
-            if smallest and size < smallest:
+            if smallest and (size := value.nbytes) < smallest:
                 # small values share a row group (across calls too) until it holds ``smallest`` bytes
                 self._pending.append(value)
                 self._pending_bytes += size
