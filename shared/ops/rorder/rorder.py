@@ -34,7 +34,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
-from ...core.actions import Action, Cdc, CommitInfo, add_of, now_ms
+from ...core.actions import Action, Cdc
 from ...core.cleanup import delete_orphans
 from ...core.commit_result import CommitOutcome, CommitResult
 from ...core.conflicts import IsolationLevel, ReadSet
@@ -42,7 +42,7 @@ from ...core.partition_snapshot import PartitionSnapshot
 from ...core.protocol import CLUSTERING_DOMAIN
 from ...core.snapshot import LiveFile, TableSnapshot
 from ...core.storage import TableStorage
-from ...core.transaction import Transaction, txn_action
+from ...core.transaction import Transaction
 from ...core.values import partition_values_key
 from ...errors import (
     AccessDeniedError,
@@ -52,6 +52,7 @@ from ...errors import (
     PartitionsFailedError,
 )
 from ..common.changes import ChangeSink, as_deletes, change_data_feed_enabled
+from .commit.actions import commit_info, unit_actions
 from .commit.carry import Carrier
 from .commit.checkpoint import checkpoint_after_rewrite
 from .message import RorderMessage
@@ -69,10 +70,6 @@ log = logging.getLogger(__name__)
 Hooks = Mapping[str, Callable[..., None]]
 # Metadata domains a rewrite's layout follows: a winner that changes one conflicts (the unit is planned again).
 LAYOUT_DOMAINS = frozenset({CLUSTERING_DOMAIN})
-# ``clusteringProvider`` of our outputs on a clustered table: the clustering implementation that wrote them.
-# Spark's OPTIMIZE (not FULL) re-clusters only files without a provider or with its own ("liquid"), so it
-# leaves these alone; OPTIMIZE FULL re-clusters them as it does every file.
-CLUSTERING_PROVIDER = "deltaextras"
 
 
 def app_id_for(partition_name: str | None, partition_value: str | None) -> str:
@@ -169,8 +166,8 @@ def rorder_single(
         txn.escalate(IsolationLevel.WRITE_SERIALIZABLE, operation="DELETE")
     carrier.outputs = outputs
     carrier.changes = changes
-    info = _commit_info(unit, by, msg, files, outputs, changes, result)
-    actions = _actions(snap, app_id, files, outputs, changes, result, info, clustered=is_clustered_by(snap, by))
+    info = commit_info(unit, by, msg, files, outputs, changes, result)
+    actions = unit_actions(snap, app_id, files, outputs, changes, result, info, clustered=is_clustered_by(snap, by))
     # readers of the rewritten partition should not replay a long log: never fails the commit
     after = functools.partial(
         checkpoint_after_rewrite, storage, configuration=snap.configuration, protocol=snap.protocol
@@ -291,72 +288,6 @@ def _commit(
     return outcome
 
 
-def _actions(
-    snap: TableSnapshot,
-    app_id: str,
-    files: list[LiveFile],
-    outputs: list[OutputFile],
-    changes: list[Cdc],
-    result: RewriteResult,
-    info: CommitInfo,
-    *,
-    clustered: bool = False,
-) -> list[Action]:
-    """The rewrite's log actions: commit info, the unit's ``txn``, inputs retired, outputs added (marked as
-    clustered when the table is clustered by the row-group column: the rewrite clustered them)."""
-    ts = info.timestamp or now_ms()
-    data_change = result.duplicates_removed > 0
-    return [
-        info,
-        txn_action(app_id, snap.version, ts),
-        *(f.add.retire(ts, data_change=data_change) for f in files),
-        *(_clustered(add_of(o, o.partition_values, ts, data_change=data_change), clustered) for o in outputs),
-        *changes,
-    ]
-
-
-def _commit_info(
-    unit: str | None,
-    by: str,
-    msg: RorderMessage,
-    files: list[LiveFile],
-    outputs: list[OutputFile],
-    changes: list[Cdc],
-    result: RewriteResult,
-) -> CommitInfo:
-    """The ``commitInfo`` of a rewrite: ``OPTIMIZE``, or ``DELETE`` when duplicates were dropped."""
-    data_change = result.duplicates_removed > 0
-    metrics = {
-        "numRemovedFiles": len(files),
-        "numAddedFiles": len(outputs),
-        "numRemovedBytes": sum(f.size for f in files),
-        "numAddedBytes": sum(o.size for o in outputs),
-        "numDeletionVectorsRemoved": sum(1 for f in files if f.dv),
-        "numDeletedRowsPurged": result.deleted_rows_dropped,
-        "numDuplicateRowsRemoved": result.duplicates_removed,
-        "numOutputRows": result.rows_out,
-        "numOutputRowGroups": sum(o.row_groups for o in outputs),
-        "numDeletedRows": result.duplicates_removed,
-        "numAddedChangeFiles": len(changes),
-    }
-    return CommitInfo(
-        timestamp=now_ms(),
-        operation="DELETE" if data_change else "OPTIMIZE",
-        operation_parameters=_string_values(
-            {
-                "predicate": _scope(unit, msg, by, data_change),
-                "rorderBy": by,
-                "sortBy": [list(p) for p in msg.options.sort_by],
-                "uniqueBy": list(msg.options.unique_by),
-                "targetFileSize": msg.options.target_file_size,
-                "layout": msg.options.layout,
-            }
-        ),
-        is_blind_append=False,
-        operation_metrics={k: str(v) for k, v in metrics.items()},
-    )
-
-
 def _committed(
     report: PartitionReport,
     outcome: CommitResult,
@@ -385,29 +316,6 @@ def _committed(
     report.spilled_bytes = result.spilled_bytes
 
 
-def _string_values(parameters: dict[str, Any]) -> dict[str, str]:
-    """``operationParameters`` as Spark writes them: JSON text for anything but strings."""
-    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in parameters.items()}
-
-
-def _scope(unit: str | None, msg: RorderMessage, by: str, data_change: bool) -> list[str]:
-    """The ``predicate`` of the commit: the partition rewritten; for a commit that dropped duplicates
-    (a ``DELETE``), which rows it deleted.
-
-    Example:
-        >>> m = RorderMessage.from_dict({"path": "/t", "partition_value": 3, "unique_by": ["utc_time"]})
-        >>> _scope("k_range", m, "k", True)
-        ['rows repeating (k, utc_time) within k_range = 3']
-    """
-    where = f"{unit} = {msg.partition_value}" if unit else ""
-    if msg.value_range is not None:
-        where = msg.value_range.predicate
-    if not data_change:
-        return [where] if where else []
-    keys = ", ".join(dict.fromkeys([by, *msg.options.unique_by]))
-    return [f"rows repeating ({keys})" + (f" within {where}" if where else "")]
-
-
 def _unit_names(unit: str | None, msg: RorderMessage) -> tuple[str | None, str]:
     """The unit's label in reports (None: the whole table) and the ``txn`` appId of its commits."""
     if msg.value_range is not None:
@@ -422,15 +330,6 @@ def _as_message(message: Any) -> RorderMessage:
     if isinstance(message, (str, bytes)):
         return RorderMessage.decode(message)
     return RorderMessage.from_dict(dict(message) if isinstance(message, Mapping) else message)
-
-
-def _clustered(add: Any, clustered: bool) -> Any:
-    """An output ``add`` marked as clustered, as Spark's OPTIMIZE marks its own (``clusteringProvider``), under
-    our provider name so that Spark's incremental clustering leaves it alone; only files this rewrite
-    clustered are marked."""
-    if clustered:
-        add.extra["clusteringProvider"] = CLUSTERING_PROVIDER
-    return add
 
 
 def _select_files(snap: TableSnapshot, unit: str | None, msg: RorderMessage) -> list[LiveFile]:
