@@ -44,7 +44,7 @@ from typing import Any
 from ..core.storage import normalize_uri
 from ..errors import AccessDeniedError, InvalidArgumentError
 from ..ops.rorder.message import GROUP_COMMIT_FROM
-from ..ops.rorder.options import DEFAULT_MAX_FOOTER_BYTES, RorderOptions
+from ..ops.rorder.options import RorderOptions
 from . import settings
 
 _ENTRY_KEYS = {
@@ -156,21 +156,7 @@ class TableConfig:
             >>> TableConfig("s3://b/t", RorderOptions.build(unique_by="k")).message_defaults()["unique_by"]
             ['k']
         """
-        opts = self.options.to_json()
-        out: dict[str, Any] = {k: opts[k] for k in ("target_file_size", "memory_budget", "max_deleted_rows_ratio")}
-        if opts["by"] is not None:
-            out["by"] = opts["by"]
-        if opts["sort_by"]:
-            out["sort_by"] = opts["sort_by"]
-        if opts["unique_by"]:
-            out["unique_by"] = opts["unique_by"]
-        if opts["layout"] != "full":
-            out["layout"] = opts["layout"]
-        if opts["max_footer_bytes"] != DEFAULT_MAX_FOOTER_BYTES:
-            out["max_footer_bytes"] = opts["max_footer_bytes"]
-        if opts["min_row_group_bytes"] != RorderOptions.build(layout=opts["layout"]).min_row_group_bytes:
-            out["min_row_group_bytes"] = opts["min_row_group_bytes"]
-        return out
+        return self.options.message_fields()
 
     def plan_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of :func:`deltaextras.ops.rorder.plan.plan_units` for this table."""

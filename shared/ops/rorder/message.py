@@ -63,7 +63,6 @@ from typing import Any
 
 from ...errors import InvalidArgumentError, MessageError, shown
 from .options import (  # versions and sizes are Delta/Parquet longs
-    DEFAULT_MAX_FOOTER_BYTES,
     MAX_LONG,
     OPTION_KEYS,
     RorderOptions,
@@ -225,23 +224,8 @@ class RorderMessage:
             out["partition_value"] = self.partition_value
         if self.files is not None:
             out["files"] = [[p, s] for p, s in self.files]
-        opts = self.options.to_json()
-        for key in ("by",):
-            if opts[key] is not None:
-                out[key] = opts[key]
-        if opts["sort_by"]:
-            out["sort_by"] = opts["sort_by"]
-        if opts["unique_by"]:
-            out["unique_by"] = opts["unique_by"]
-        for key in ("target_file_size", "memory_budget", "max_deleted_rows_ratio"):
-            out[key] = opts[key]
-        if opts["max_footer_bytes"] != DEFAULT_MAX_FOOTER_BYTES:  # default: as older releases read them
-            out["max_footer_bytes"] = opts["max_footer_bytes"]
-        if opts["layout"] != "full":  # messages of the default layout stay as older releases read them
-            out["layout"] = opts["layout"]
-        if opts["min_row_group_bytes"] != RorderOptions.build(layout=opts["layout"]).min_row_group_bytes:
-            out["min_row_group_bytes"] = opts["min_row_group_bytes"]
-        if self.commit is not None:  # likewise messages that commit alone
+        out.update(self.options.message_fields())
+        if self.commit is not None:  # a message that commits alone stays as older releases read it
             out["commit"] = self.commit
         return out
 

@@ -188,6 +188,17 @@ def _positive_int(value: Any, what: str) -> int:
     return value
 
 
+def default_min_row_group_bytes(layout: str) -> int:
+    """``min_row_group_bytes`` when not given: :data:`TIERED_MIN_ROW_GROUP_BYTES` in the tiered layout, 0 (a
+    row group per value) in the full layout.
+
+    Example:
+        >>> default_min_row_group_bytes("tiered"), default_min_row_group_bytes("full")
+        (4096, 0)
+    """
+    return TIERED_MIN_ROW_GROUP_BYTES if layout == "tiered" else 0
+
+
 # The option keys of a work message or a table entry of the settings (:meth:`RorderOptions.from_mapping`).
 OPTION_KEYS = (
     "by",
@@ -266,7 +277,7 @@ class RorderOptions:
         if layout not in LAYOUTS:
             raise InvalidArgumentError(f"layout must be 'full' or 'tiered', got {shown(layout)}")
         if min_row_group_bytes is None:
-            smallest = TIERED_MIN_ROW_GROUP_BYTES if layout == "tiered" else 0
+            smallest = default_min_row_group_bytes(layout)
         elif min_row_group_bytes in (0, "0"):
             smallest = 0
         else:
@@ -288,6 +299,31 @@ class RorderOptions:
             layout=layout,
             min_row_group_bytes=smallest,
         )
+
+    def message_fields(self) -> dict[str, Any]:
+        """The option keys of a work message (and of a table's message defaults): the sizes and the purge
+        ratio always, the rest only when given or not the default, so messages of the defaults stay as
+        older releases read them.
+
+        Example:
+            >>> sorted(RorderOptions.build(layout="tiered", unique_by="k").message_fields())
+            ['layout', 'max_deleted_rows_ratio', 'memory_budget', 'target_file_size', 'unique_by']
+        """
+        opts = self.to_json()
+        out: dict[str, Any] = {k: opts[k] for k in ("target_file_size", "memory_budget", "max_deleted_rows_ratio")}
+        if opts["by"] is not None:
+            out["by"] = opts["by"]
+        if opts["sort_by"]:
+            out["sort_by"] = opts["sort_by"]
+        if opts["unique_by"]:
+            out["unique_by"] = opts["unique_by"]
+        if opts["max_footer_bytes"] != DEFAULT_MAX_FOOTER_BYTES:
+            out["max_footer_bytes"] = opts["max_footer_bytes"]
+        if opts["layout"] != DEFAULT_LAYOUT:
+            out["layout"] = opts["layout"]
+        if opts["min_row_group_bytes"] != default_min_row_group_bytes(self.layout):
+            out["min_row_group_bytes"] = opts["min_row_group_bytes"]
+        return out
 
     def to_json(self) -> dict[str, Any]:
         """The options as plain JSON values (for messages and ``commitInfo``).
