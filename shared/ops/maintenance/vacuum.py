@@ -221,14 +221,13 @@ def _deltalake_data_files(
     uri: str, storage: TableStorage, stored: dict[str, int], hours: float, dry_run: bool
 ) -> list[str]:
     """The data files deltalake's default vacuum deletes (or would), of those ``stored``."""
+    from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError
 
     root = storage.deltalake_uri.rstrip("/") + "/"
     retention = int(hours) if hours == int(hours) else int(hours) + 1
     for attempt in range(VACUUM_ATTEMPTS):
         try:
-            from deltalake import DeltaTable
-
             dl = DeltaTable(storage.deltalake_uri, storage_options=storage.storage_options or None)
             # deltalake names every expired tombstone, deleted already or not: keep those still stored
             named = {
