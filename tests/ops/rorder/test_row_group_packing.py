@@ -1,6 +1,6 @@
 """Small values share a row group (``min_row_group_bytes``): in the tiered layout by default, where a fresh
 run holds an hour of each value (a dozen rows), neighbouring values are written together until their row
-group holds 16 KiB of Arrow data. No value is ever split across row groups, values stay in ascending order,
+group holds 4 KiB of Arrow data. No value is ever split across row groups, values stay in ascending order,
 a value large enough keeps a row group of its own, and the content reads back the same through deltalake.
 With ``min_row_group_bytes=0`` (and by default in the full layout) each value has its own row group."""
 

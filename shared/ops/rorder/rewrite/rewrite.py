@@ -61,7 +61,7 @@ from ....core.values import canonical, int_numpy, nan_mask
 from ....errors import CorruptDataError, InvalidArgumentError
 from ..options import RorderOptions
 from .lanes import lane_count, split_values, value_groups, write_lanes, write_pipelined
-from .layout import LAYOUT_TAG, RUN_TAG, layout_signature, writer_properties
+from .layout import LAYOUT_TAG, RUN_TAG, layout_signature, page_index_pays, writer_properties
 from .ordering import gatherer, packable, packed, packed_gatherer, permutation
 from .output import OutputFile, OutputWriter, RewriteResult, timed
 from .packed_keys import PackedOrder
@@ -623,6 +623,9 @@ class PartitionRewriter:
             gather = gatherer(table, self.by, order[0], order[1], self.result)
             run_ends = order[1]
         del order
+        if settings is not None:  # the first writer: a page index only where values span several pages
+            index = page_index_pays(table.num_rows, len(run_ends), table.nbytes, table.num_columns)
+            props = {**props, "write_page_index": index}
         return self._write_groups(run_ends, gather, props)
 
     def _write_groups(self, run_ends: list[int], gather: Callable[[list[int]], pa.Table], props: dict[str, Any]) -> int:

@@ -1,0 +1,56 @@
+"""The page index is written only where a value's column chunk spans several pages: a point query through
+deltalake or Sail loads a file's page index with a request of its own, and on one- or two-page chunks it
+lets the reader skip nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from oracle import checksum
+
+from deltaextras.ops.rorder.rorder import rorder
+
+
+def _write(uri: str, nodes: int, rows_per_node: int) -> None:
+    rng = np.random.default_rng(5)
+    ids = rng.permutation(np.repeat(np.arange(nodes, dtype=np.int64), rows_per_node))
+    table = pa.table(
+        {
+            "node_id": ids,
+            "utc_time": pa.array(np.arange(len(ids)) * 1_000_000, pa.timestamp("us", tz="UTC")),
+            "value": rng.normal(size=len(ids)),
+        }
+    )
+    write_deltalake(uri, table, partition_by=None)
+
+
+def _indexed(uri: str) -> set[bool]:
+    out = set()
+    for f in DeltaTable(uri).file_uris():
+        meta = pq.ParquetFile(f).metadata
+        for i in range(meta.num_row_groups):
+            for c in range(meta.num_columns):
+                col = meta.row_group(i).column(c)
+                out.add(col.has_column_index and col.has_offset_index)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("nodes", "rows_per_node", "indexed"),
+    [(600, 12, False), (150, 2_000, False), (2, 60_000, True)],
+)
+def test_a_page_index_only_where_a_value_spans_pages(
+    tmp_path: Path, nodes: int, rows_per_node: int, indexed: bool
+) -> None:
+    uri = str(tmp_path / "t")
+    _write(uri, nodes, rows_per_node)
+    before = checksum(uri)
+    result = rorder(uri, by="node_id", sort_by="utc_time")
+    assert len(result.by_status("committed")) == 1
+    assert checksum(uri) == before
+    assert _indexed(uri) == {indexed}
