@@ -52,9 +52,56 @@ def layout_signature(by: str, sort_by: tuple[tuple[str, str], ...], unique_by: t
     return f"by={by};sort={sort};unique={','.join(unique_by)}"
 
 
-def writer_properties(schema: pa.Schema, sample: pa.Table, by: str) -> dict[str, Any]:
-    """Keyword arguments for :class:`pyarrow.parquet.ParquetWriter` for this data."""
+def sample_cardinality(schema: pa.Schema, sample: pa.Table, by: str) -> dict[str, tuple[int, int] | None]:
+    """(rows sampled, distinct values) of each column whose encoding depends on its cardinality, from the
+    head of ``sample``; None for a column whose values cannot be counted.
+
+    Example:
+        >>> t = pa.table({"k": [1, 1, 2], "v": [0.5, 0.5, 0.25], "b": [True, False, True]})
+        >>> sample_cardinality(t.schema, t, "k")
+        {'v': (3, 2)}
+    """
     head = sample.slice(0, SAMPLE_ROWS)
+    out: dict[str, tuple[int, int] | None] = {}
+    for field in schema:
+        t = field.type
+        if field.name == by or pa.types.is_nested(t) or pa.types.is_boolean(t) or pa.types.is_null(t):
+            continue
+        column = _bounded(head.column(field.name))
+        try:
+            out[field.name] = (len(column), pc.count_distinct(column).as_py()) if len(column) else (0, 0)
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+            out[field.name] = None
+    return out
+
+
+def distinct_in(rows: int, distinct: int, group_rows: float) -> float:
+    """The distinct values expected among ``group_rows`` rows drawn from ``rows`` rows that hold ``distinct``
+    values, each as often as the others.
+
+    Example:
+        >>> round(distinct_in(18_000, 1_000, 96)), round(distinct_in(3_000_000, 1_000, 20_000))
+        (92, 1000)
+    """
+    if group_rows >= rows or distinct <= 0:
+        return float(distinct)
+    return distinct * (1.0 - (1.0 - group_rows / rows) ** (rows / distinct))
+
+
+def writer_properties(
+    schema: pa.Schema,
+    sample: pa.Table,
+    by: str,
+    *,
+    group_rows: float | None = None,
+    cardinality: dict[str, tuple[int, int] | None] | None = None,
+) -> dict[str, Any]:
+    """Keyword arguments for :class:`pyarrow.parquet.ParquetWriter` for this data. A column gets a
+    dictionary when its row groups of ``group_rows`` rows (default: the sample's) are expected to hold at
+    most ``DICTIONARY_RATIO`` as many distinct values as rows: in row groups of a hundred rows a dictionary
+    is a second page holding every value once. ``cardinality``: :func:`sample_cardinality`, when known."""
+    if cardinality is None:
+        cardinality = sample_cardinality(schema, sample, by)
     dictionary: list[str] = []
     encoding: dict[str, str] = {}
     for field in schema:
@@ -62,9 +109,15 @@ def writer_properties(schema: pa.Schema, sample: pa.Table, by: str) -> dict[str,
         if field.name == by:
             dictionary.append(field.name)
             continue
-        if pa.types.is_nested(t) or pa.types.is_boolean(t) or pa.types.is_null(t):
-            continue  # writer defaults
-        low_card = _low_cardinality(_bounded(head.column(field.name))) if head.num_rows else True
+        if field.name not in cardinality:
+            continue  # nested, boolean, null: writer defaults
+        counted = cardinality[field.name]
+        if counted is None:
+            low_card = False
+        else:
+            n, distinct = counted
+            m = n if group_rows is None else min(float(n), max(1.0, group_rows))
+            low_card = not n or distinct_in(n, distinct, m) <= max(1, int(m * DICTIONARY_RATIO))
         if low_card:
             dictionary.append(field.name)
         elif pa.types.is_floating(t):
@@ -122,17 +175,6 @@ def _bounded(column: pa.ChunkedArray) -> pa.ChunkedArray:
     if column.nbytes <= SAMPLE_BYTES:
         return column
     return column.slice(0, max(1, int(len(column) * SAMPLE_BYTES / column.nbytes)))
-
-
-def _low_cardinality(column: pa.ChunkedArray) -> bool:
-    n = len(column)
-    if n == 0:
-        return True
-    try:
-        distinct = pc.count_distinct(column).as_py()
-    except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
-        return False
-    return distinct <= max(1, int(n * DICTIONARY_RATIO))
 
 
 def row_groups_in_layout(metadata: Any, column_index: int) -> bool:

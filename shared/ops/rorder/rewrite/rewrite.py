@@ -61,7 +61,7 @@ from ....core.values import canonical, int_numpy, nan_mask
 from ....errors import CorruptDataError, InvalidArgumentError
 from ..options import RorderOptions
 from .lanes import lane_count, split_values, value_groups, write_lanes, write_pipelined
-from .layout import LAYOUT_TAG, RUN_TAG, layout_signature, page_index_pays, writer_properties
+from .layout import LAYOUT_TAG, RUN_TAG, layout_signature, page_index_pays, sample_cardinality, writer_properties
 from .ordering import gatherer, packable, packed, packed_gatherer, permutation
 from .output import OutputFile, OutputWriter, RewriteResult, timed
 from .packed_keys import PackedOrder
@@ -608,14 +608,15 @@ class PartitionRewriter:
                 table = pa.Table.from_arrays(columns, schema=schema)
             del columns
             with HelperPool(1) as pool, timed(self.result, "sort"):
-                # The writer settings are chosen from a sample while the rows are sorted.
-                settings = None if self._writers else pool.submit(writer_properties, self.target, table, self.by)
+                # The columns' cardinalities (for the writer settings) are counted on a sample while the rows
+                # are sorted.
+                settings = None if self._writers else pool.submit(sample_cardinality, self.target, table, self.by)
                 order = None if ordered is None else ordered.result()
                 if order is None:
                     table = self._contiguous(table, keys)
                     # packed keys already failed on the columns as read when they were built there
                     order = self._order(table) if ordered is None else permutation(table, self.by, self.sort_keys[1:])
-                props = self._writers[0].props if settings is None else settings.result()
+                props = self._writers[0].props if settings is None else {}
         if isinstance(order, PackedOrder):
             gather = packed_gatherer(table, self.by, self.sort_keys[1:], order, self.result)
             run_ends = order.ends
@@ -623,10 +624,21 @@ class PartitionRewriter:
             gather = gatherer(table, self.by, order[0], order[1], self.result)
             run_ends = order[1]
         del order
-        if settings is not None:  # the first writer: a page index only where values span several pages
-            index = page_index_pays(table.num_rows, len(run_ends), table.nbytes, table.num_columns)
-            props = {**props, "write_page_index": index}
+        if settings is not None:  # the first writer's settings, for row groups of the values as they are
+            props = self._settings(table, len(run_ends), settings.result())
         return self._write_groups(run_ends, gather, props)
+
+    def _settings(self, table: pa.Table, values: int, cardinality: dict[str, Any]) -> dict[str, Any]:
+        """The writer settings for ``values`` values of ``table``'s rows: dictionaries for the columns whose
+        row groups repeat values, a page index where a value's chunks span several pages."""
+        rows, nbytes = table.num_rows, table.nbytes
+        group_rows = rows / max(1, values)
+        smallest = self.options.min_row_group_bytes
+        if smallest and nbytes / max(1, values) < smallest:  # small values share a row group
+            group_rows = smallest / max(1.0, nbytes / max(1, rows))
+        props = writer_properties(self.target, table, self.by, group_rows=group_rows, cardinality=cardinality)
+        props["write_page_index"] = page_index_pays(rows, values, nbytes, table.num_columns)
+        return props
 
     def _write_groups(self, run_ends: list[int], gather: Callable[[list[int]], pa.Table], props: dict[str, Any]) -> int:
         """Write a sorted pass's values (where each ends: ``run_ends``), each group's rows from ``gather``."""

@@ -1,6 +1,8 @@
-"""The page index is written only where a value's column chunk spans several pages: a point query through
-deltalake or Sail loads a file's page index with a request of its own, and on one- or two-page chunks it
-lets the reader skip nothing."""
+"""Writer settings follow the row groups the values make. The page index is written only where a value's
+column chunk spans several pages (a point query through deltalake or Sail loads a file's page index with a
+request of its own, and on one- or two-page chunks it lets the reader skip nothing); a column gets a
+dictionary only where its row groups repeat values (in row groups of a hundred rows a dictionary page holds
+nearly every value once more)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ def _write(uri: str, nodes: int, rows_per_node: int) -> None:
             "node_id": ids,
             "utc_time": pa.array(np.arange(len(ids)) * 1_000_000, pa.timestamp("us", tz="UTC")),
             "value": rng.normal(size=len(ids)),
+            "humidity": np.round(rng.uniform(0, 100, len(ids)), 1),  # 1,001 values
         }
     )
     write_deltalake(uri, table, partition_by=None)
@@ -54,3 +57,29 @@ def test_a_page_index_only_where_a_value_spans_pages(
     assert len(result.by_status("committed")) == 1
     assert checksum(uri) == before
     assert _indexed(uri) == {indexed}
+
+
+def _dictionary(uri: str, column: str) -> set[bool]:
+    out = set()
+    for f in DeltaTable(uri).file_uris():
+        meta = pq.ParquetFile(f).metadata
+        c = meta.schema.names.index(column)
+        for i in range(meta.num_row_groups):
+            out.add(meta.row_group(i).column(c).has_dictionary_page)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("nodes", "rows_per_node", "layout", "dictionary"),
+    [(1_500, 12, "tiered", False), (2, 30_000, "full", True)],
+)
+def test_a_dictionary_only_where_row_groups_repeat_values(
+    tmp_path: Path, nodes: int, rows_per_node: int, layout: str, dictionary: bool
+) -> None:
+    uri = str(tmp_path / "t")
+    _write(uri, nodes, rows_per_node)  # 1,001 humidity values: a tenth of the rows or fewer
+    before = checksum(uri)
+    rorder(uri, by="node_id", sort_by="utc_time", layout=layout)
+    assert checksum(uri) == before
+    assert _dictionary(uri, "humidity") == {dictionary}
+    assert _dictionary(uri, "node_id") == {True}
