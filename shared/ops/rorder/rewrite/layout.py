@@ -2,12 +2,12 @@
 a file already has the layout (one value of ``by`` per row group, ascending).
 
 Encodings (measured on sensor data; see the README): the row-group column and low-cardinality
-columns use dictionaries; sorted or slowly changing integers and timestamps use
-``DELTA_BINARY_PACKED``; floats stay plain (``BYTE_STREAM_SPLIT`` would be smaller, but Apache Spark's
-vectorized Parquet reader, up to 4.2 at least, refuses it: "Unsupported encoding: BYTE_STREAM_SPLIT");
-everything is zstd-compressed. The page index is written only where a value's column chunk spans several
-pages (:func:`page_index_pays`): elsewhere readers that load it (deltalake, Sail) pay a request and its bytes
-per file and can skip nothing.
+columns use dictionaries (judged for the row groups the values make); sorted or slowly changing integers
+and timestamps use ``DELTA_BINARY_PACKED``; floats stay plain (``BYTE_STREAM_SPLIT`` would be smaller,
+but Apache Spark's vectorized Parquet reader, up to 4.2 at least, refuses it: "Unsupported encoding:
+BYTE_STREAM_SPLIT"); everything is zstd-compressed. The page index is written only where a value's
+column chunk spans several pages (:func:`page_index_pays`): elsewhere readers that load it (deltalake,
+Sail) pay a request and its bytes per file and can skip nothing.
 
 Example:
     >>> import pyarrow as pa
