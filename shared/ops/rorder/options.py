@@ -33,11 +33,16 @@ DEFAULT_MAX_FOOTER_BYTES = 16 * 1024
 FOOTER_SHARE = 4
 # Neighbouring values smaller than this (Arrow bytes) share a row group until it holds this many bytes; 0:
 # a row group per value. The tiered layout's fresh runs hold an hour of readings: 12 rows of a sensor, a few
-# hundred bytes, for which a row group's footer entry and page headers cost more than the rows themselves
-# (1,500 such values an hour: 4.5x the appended bytes written, a quarter of it footer). 4 KiB halves that and
-# keeps a point query's bytes (larger groups cut writes further but put neighbours' rows into every point
-# query: bench/row_group_packing.py, docs/options.md). The full layout keeps a row group per value.
-TIERED_MIN_ROW_GROUP_BYTES = 4 * 1024
+# hundred bytes, for which a row group's footer entry, page headers and compression frames cost more than
+# the rows themselves (1,500 such values an hour, a row group each: 4.5x the appended bytes written). With
+# 16 KiB (about thirty such sensors a row group) and footers of at most TIERED_MAX_FOOTER_BYTES, the soak's
+# hourly runs of 1,500 sensors wrote half the bytes of 4 KiB row groups under 16 KiB footers, and a point
+# query read fewer bytes: per tier run it fetches one footer and one row group, and both are now a few KiB
+# (bench/soak.py, docs/tiered.md). The full layout keeps a row group per value.
+TIERED_MIN_ROW_GROUP_BYTES = 16 * 1024
+# The tiered layout's footer bound: a point query reads one file per tier run, so its footer is paid once per
+# run, and up to MAX_TIERS runs are read.
+TIERED_MAX_FOOTER_BYTES = 8 * 1024
 # Any deletion vector: the next run rewrites the files that carry one. deltalake (1.6) turns Parquet
 # predicate pushdown off for a whole scan once a scanned file carries a deletion vector, so one vector
 # costs every point query through it the whole table's bytes until it is purged (docs/deletes.md). Spark's
@@ -188,13 +193,24 @@ def _positive_int(value: Any, what: str) -> int:
     return value
 
 
+def default_max_footer_bytes(layout: str) -> int:
+    """``max_footer_bytes`` when not given: :data:`TIERED_MAX_FOOTER_BYTES` in the tiered layout,
+    :data:`DEFAULT_MAX_FOOTER_BYTES` in the full layout.
+
+    Example:
+        >>> default_max_footer_bytes("tiered"), default_max_footer_bytes("full")
+        (8192, 16384)
+    """
+    return TIERED_MAX_FOOTER_BYTES if layout == "tiered" else DEFAULT_MAX_FOOTER_BYTES
+
+
 def default_min_row_group_bytes(layout: str) -> int:
     """``min_row_group_bytes`` when not given: :data:`TIERED_MIN_ROW_GROUP_BYTES` in the tiered layout, 0 (a
     row group per value) in the full layout.
 
     Example:
         >>> default_min_row_group_bytes("tiered"), default_min_row_group_bytes("full")
-        (4096, 0)
+        (16384, 0)
     """
     return TIERED_MIN_ROW_GROUP_BYTES if layout == "tiered" else 0
 
@@ -293,7 +309,8 @@ class RorderOptions:
                 DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget, "memory_budget"
             ),
             max_footer_bytes=parse_size(
-                DEFAULT_MAX_FOOTER_BYTES if max_footer_bytes is None else max_footer_bytes, "max_footer_bytes"
+                default_max_footer_bytes(layout) if max_footer_bytes is None else max_footer_bytes,
+                "max_footer_bytes",
             ),
             max_deleted_rows_ratio=float(ratio),
             layout=layout,
@@ -317,7 +334,7 @@ class RorderOptions:
             out["sort_by"] = opts["sort_by"]
         if opts["unique_by"]:
             out["unique_by"] = opts["unique_by"]
-        if opts["max_footer_bytes"] != DEFAULT_MAX_FOOTER_BYTES:
+        if opts["max_footer_bytes"] != default_max_footer_bytes(self.layout):
             out["max_footer_bytes"] = opts["max_footer_bytes"]
         if opts["layout"] != DEFAULT_LAYOUT:
             out["layout"] = opts["layout"]
