@@ -18,7 +18,7 @@ lands before the hourly run (which purges its vectors) and ``vacuum`` follows th
 
 After every hour: the content through deltalake and polars against the bench's own ground truth
 (checksums, not counts), stored bytes by kind beside live bytes, log versions, write amplification,
-point-query bytes and requests through deltalake (a counting proxy), orchestrator and worker seconds
+point-query bytes and requests through deltalake and Sail (a counting proxy), orchestrator and worker seconds
 and peak memory, outcomes. One CSV row per hour; a table per day and the targets' verdicts at the end;
 a PNG when matplotlib is installed.
 
@@ -84,6 +84,7 @@ class WeekConfig:
     faults: bool = True
     point_nodes: int = 3
     polars: bool = True
+    sail: bool = True  # the point query through Sail too (a Spark Connect server reading through the proxy)
     seed: int = 7
 
     @property
@@ -126,6 +127,9 @@ class HourFigures:
     dead_lettered: int = 0
     injected_poison: int = 0
     faults: str = ""
+    sail_point_bytes: int = -1  # -1: not measured
+    sail_point_requests: int = -1
+    sail_point_x_own: float = 0.0
 
 
 @dataclass
@@ -236,6 +240,7 @@ class Week:
         self.result = WeekResult()
         self.step = 0
         self.proxy: Any = None
+        self.sail: Any = None  # a Spark Connect session of a Sail server reading through the proxy
         tables = [
             {"uri": self.uris["partitioned"], **TABLE_OPTIONS},
             {"uri": self.uris["unpartitioned"], "by": "node_id", **TABLE_OPTIONS},
@@ -600,7 +605,7 @@ class Week:
         opts = {**self.opts, "azure_storage_endpoint": f"http://127.0.0.1:{port}/devstoreaccount1"}
         node_rows = row.rows_expected / max(1, self.cfg.nodes)
         own = max(1.0, row.live_bytes * node_rows / max(1, row.rows_expected))
-        worst_bytes, worst_requests = 0, 0
+        worst_bytes, worst_requests, sail_bytes, sail_requests = 0, 0, 0, 0
         for node in range(0, self.cfg.nodes, max(1, self.cfg.nodes // self.cfg.point_nodes))[: self.cfg.point_nodes]:
             dt = DeltaTable(uri, storage_options=opts)
             self.proxy.reset()
@@ -608,8 +613,17 @@ class Week:
             counts = self.proxy.snapshot()
             worst_bytes = max(worst_bytes, counts.data_bytes)
             worst_requests = max(worst_requests, counts.data_requests)
+            if self.sail is not None:
+                self.proxy.reset()
+                self.sail.read.format("delta").load(uri).filter(f"node_id = {node}").collect()
+                counts = self.proxy.snapshot()
+                sail_bytes = max(sail_bytes, counts.data_bytes)
+                sail_requests = max(sail_requests, counts.data_requests)
         row.point_bytes, row.point_requests = worst_bytes, worst_requests
         row.point_x_own, row.node_bytes = worst_bytes / own, own
+        if self.sail is not None:
+            row.sail_point_bytes, row.sail_point_requests = sail_bytes, sail_requests
+            row.sail_point_x_own = sail_bytes / own
 
 
 def run_week(
@@ -629,12 +643,19 @@ def run_week(
     week = Week(cfg, azurite, workdir)
     writer = None
     fh = None
+    sail = None
     keep_seconds = _compress_time()
     try:
         week.create()
         if point_queries:
             week.proxy = CountingProxy("127.0.0.1", int(urlsplit(azurite.blob_endpoint).port or 0))
             week.proxy.start()
+            if cfg.sail:
+                from services import SailServer
+
+                endpoint = f"http://127.0.0.1:{week.proxy.port}/devstoreaccount1"
+                sail = SailServer.start(workdir / "sail", env={**azurite.env, "AZURE_STORAGE_ENDPOINT": endpoint})
+                week.sail = sail.session()
         if csv_path is not None:
             fh = open(csv_path, "w", newline="")  # noqa: SIM115
             writer = csv.DictWriter(fh, fieldnames=list(asdict(HourFigures(0, 0, "")).keys()))
@@ -652,6 +673,11 @@ def run_week(
     finally:
         if fh:
             fh.close()
+        if week.sail is not None:
+            with contextlib.suppress(Exception):
+                week.sail.stop()
+        if sail is not None:
+            sail.stop()
         if week.proxy is not None:
             week.proxy.stop()
         week.restore_env()
@@ -704,6 +730,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--retention-hours", type=float, default=72.0)
     p.add_argument("--no-faults", action="store_true")
     p.add_argument("--point-nodes", type=int, default=3, help="nodes queried through the counting proxy")
+    p.add_argument("--no-sail", action="store_true", help="point queries through deltalake only")
     p.add_argument("--out", default=str(BENCH / ".work" / "soak"))
     p.add_argument("--report", metavar="CSV", help="print the table and verdicts of an earlier run's CSV, and exit")
     a = p.parse_args(argv)
@@ -721,6 +748,7 @@ def main(argv: list[str] | None = None) -> int:
         retention_hours=a.retention_hours,
         faults=not a.no_faults,
         point_nodes=a.point_nodes,
+        sail=not a.no_sail,
     )
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
