@@ -85,6 +85,7 @@ class WeekConfig:
     point_nodes: int = 3
     polars: bool = True
     sail: bool = True  # the point query through Sail too (a Spark Connect server reading through the proxy)
+    table_options: dict[str, Any] = field(default_factory=dict)  # more keys of both tables' entries
     seed: int = 7
 
     @property
@@ -242,8 +243,8 @@ class Week:
         self.proxy: Any = None
         self.sail: Any = None  # a Spark Connect session of a Sail server reading through the proxy
         tables = [
-            {"uri": self.uris["partitioned"], **TABLE_OPTIONS},
-            {"uri": self.uris["unpartitioned"], "by": "node_id", **TABLE_OPTIONS},
+            {"uri": self.uris["partitioned"], **TABLE_OPTIONS, **cfg.table_options},
+            {"uri": self.uris["unpartitioned"], "by": "node_id", **TABLE_OPTIONS, **cfg.table_options},
         ]
         self.env = {
             "DELTAEXTRAS_TABLES": json.dumps(tables),
@@ -731,6 +732,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-faults", action="store_true")
     p.add_argument("--point-nodes", type=int, default=3, help="nodes queried through the counting proxy")
     p.add_argument("--no-sail", action="store_true", help="point queries through deltalake only")
+    p.add_argument("--min-row-group-bytes", help="the tables' min_row_group_bytes (default: the layout's)")
+    p.add_argument("--max-footer-bytes", help="the tables' max_footer_bytes (default: the layout's)")
     p.add_argument("--out", default=str(BENCH / ".work" / "soak"))
     p.add_argument("--report", metavar="CSV", help="print the table and verdicts of an earlier run's CSV, and exit")
     a = p.parse_args(argv)
@@ -749,6 +752,11 @@ def main(argv: list[str] | None = None) -> int:
         faults=not a.no_faults,
         point_nodes=a.point_nodes,
         sail=not a.no_sail,
+        table_options={
+            k: v
+            for k, v in (("min_row_group_bytes", a.min_row_group_bytes), ("max_footer_bytes", a.max_footer_bytes))
+            if v is not None
+        },
     )
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -11,9 +11,9 @@ Everything comes from app settings (environment variables, see :mod:`deltaextras
      "target_file_size": 134217728,       # bytes
      "memory_budget": 201326592,          # bytes of Arrow data held at once
      "max_deleted_rows_ratio": 0.05,
-     "max_footer_bytes": 16384,           # bytes: an output file's Parquet footer stays under this
+     "max_footer_bytes": 8192,            # bytes: an output file's Parquet footer stays under this
      "layout": "tiered",                  # "full" (default): rewrite a partition whole; "tiered": incremental
-     "min_row_group_bytes": 4096,         # smaller neighbouring values share a row group (0: one per value)
+     "min_row_group_bytes": 16384,        # smaller neighbouring values share a row group (0: one per value)
      "storage_options": {}}               # merged over DELTAEXTRAS_STORAGE_OPTIONS for this table
 
 The list is also the worker's allow-list: a message whose ``path`` is not one of these tables is
