@@ -1,4 +1,4 @@
-"""A week in the life of the sensor table, compressed in time, on Azurite.
+"""A week in the life of the sensor table, compressed in time, on Azurite (or moto server).
 
 Every simulated five minutes the users' pipeline appends one reading per node (random row order) to two
 tables: a ``node_id_range``-partitioned table through :class:`deltaextras.RangeAppender`, and an
@@ -16,6 +16,11 @@ reply dropped after the write landed (the tests' fault proxy, in front of a work
 racing the workers (through deltalake); in the day's last hour a retention delete with deletion vectors
 lands before the hourly run (which purges its vectors) and ``vacuum`` follows the run.
 
+``--cloud aws`` lives the same week on moto server through the Lambda adapter: S3 tables, the
+orchestrator Lambda on a scheduled event, the worker Lambda fed by an emulated SQS event source mapping
+(batches of one; failures made visible again; the queue's redrive policy and our handler fill the
+dead-letter queue), the same faults (the poison body is not JSON there).
+
 After every hour: the content through deltalake and polars against the bench's own ground truth
 (checksums, not counts), stored bytes by kind beside live bytes, log versions, write amplification,
 point-query bytes and requests through deltalake and Sail (a counting proxy), orchestrator and worker seconds
@@ -23,6 +28,7 @@ and peak memory, outcomes. One CSV row per hour; a table per day and the targets
 a PNG when matplotlib is installed.
 
     python bench/soak.py --nodes 1500 --hours 6
+    python bench/soak.py --cloud aws --nodes 300 --days 1
 
 :func:`run_week` is the driver; ``tests/app/test_week.py`` runs a CI-sized week through it.
 """
@@ -30,7 +36,6 @@ a PNG when matplotlib is installed.
 from __future__ import annotations
 
 import argparse
-import base64
 import contextlib
 import csv
 import json
@@ -86,6 +91,7 @@ class WeekConfig:
     polars: bool = True
     sail: bool = True  # the point query through Sail too (a Spark Connect server reading through the proxy)
     table_options: dict[str, Any] = field(default_factory=dict)  # more keys of both tables' entries
+    cloud: str = "azure"  # "azure": the function app on Azurite; "aws": the Lambda adapter on moto S3 + SQS
     seed: int = 7
 
     @property
@@ -158,33 +164,87 @@ def _child_main(argv: list[str]) -> int:
     mode, out = argv[0], argv[1]
     _compress_time()
     from deltaextras.app import work
+
+    kill = argv[2] if len(argv) > 2 else ""
+    if kill in ("after_output", "after_commit"):
+        original = work.rorder_single
+
+        def die(*_a: Any) -> None:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        def rorder_then_die(*args: Any, **kwargs: Any) -> Any:
+            kwargs["hooks"] = {kill: die}
+            return original(*args, **kwargs)
+
+        work.rorder_single = rorder_then_die  # type: ignore[assignment]
+    # a killed worker's message comes back after FAULT_LEASE; one delivery for a fault, all of them otherwise
+    lease, once = (FAULT_LEASE, True) if kill in ("after_output", "after_commit") else (WORKER_LEASE, kill == "once")
+    run = _lambda_child if os.environ.get("SOAK_CLOUD") == "aws" else _functions_child
+    summary = run(mode, lease, once)
+    Path(out).write_text(json.dumps(summary, default=str))
+    return 0
+
+
+def _functions_child(mode: str, lease: float, once: bool) -> dict[str, Any]:
+    """The orchestrator's timer or the worker's queue trigger, through the local Functions host."""
     from deltaextras.app.edges.local_host import LocalHost
 
     if mode == "timer":
-        summary = LocalHost(REPO).run_timer()
-    else:
-        kill = argv[2] if len(argv) > 2 else ""
-        if kill in ("after_output", "after_commit"):
-            original = work.rorder_single
+        return LocalHost(REPO).run_timer().to_dict()
+    host = LocalHost(REPO, lease_seconds=lease, visibility_timeout=1)
+    if once:
+        return host.drain(max_deliveries=1, idle_timeout=5).to_dict()
+    return host.drain(idle_timeout=DRAIN_IDLE).to_dict()
 
-            def die(*_a: Any) -> None:
-                os.kill(os.getpid(), signal.SIGKILL)
 
-            def rorder_then_die(*args: Any, **kwargs: Any) -> Any:
-                kwargs["hooks"] = {kill: die}
-                return original(*args, **kwargs)
+def _lambda_child(mode: str, lease: float, once: bool) -> dict[str, Any]:
+    """The orchestrator Lambda on a scheduled event, or the worker Lambda fed by the SQS event source mapping
+    (batches of one, as ``infra/terraform/aws/lambda.tf`` maps them)."""
+    from lambda_source import load_handlers, run_event_source
 
-            work.rorder_single = rorder_then_die  # type: ignore[assignment]
-            host = LocalHost(REPO, lease_seconds=FAULT_LEASE, visibility_timeout=1)
-            summary = host.drain(max_deliveries=1, idle_timeout=5)
-        elif kill == "once":
-            summary = LocalHost(REPO, lease_seconds=WORKER_LEASE, visibility_timeout=1).drain(
-                max_deliveries=1, idle_timeout=5
+    from deltaextras.app.edges.local_host import tap_outcomes
+    from deltaextras.app.edges.sqs import SqsSender
+
+    handlers = load_handlers()
+    if mode == "timer":
+        try:
+            handlers.orchestrator_handler({"source": "aws.events", "detail-type": "Scheduled Event"}, None)
+            return {"orchestrator": "succeeded"}
+        except Exception as exc:  # the run reports it as a failure of the hour
+            return {"orchestrator": f"failed: {type(exc).__name__}: {exc}"}
+    deliveries: list[dict[str, Any]] = []
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        with tap_outcomes() as tap:
+            response = handlers.worker_handler(event, context)
+        failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+        for record in event["Records"]:
+            done = tap.records[-1] if tap.records else {}
+            deliveries.append(
+                {
+                    "message_id": record["messageId"],
+                    "result": "failed" if record["messageId"] in failed else "succeeded",
+                    "seconds": float(done.get("seconds", 0.0)),
+                    "outcome": done.get("status"),
+                    "table": done.get("table"),
+                    "partition": done.get("partition"),
+                    "reason": done.get("reason"),
+                }
             )
-        else:
-            summary = LocalHost(REPO, lease_seconds=WORKER_LEASE, visibility_timeout=1).drain(idle_timeout=DRAIN_IDLE)
-    Path(out).write_text(json.dumps(summary.to_dict(), default=str))
-    return 0
+        return response
+
+    sqs = SqsSender.from_env(None, os.environ).client
+    run_event_source(
+        sqs,
+        os.environ["DELTAEXTRAS_QUEUE_URL"],
+        handler,
+        rounds=None,
+        batch_size=1,
+        visibility_timeout=max(1, round(lease)),
+        idle_timeout=5 if once else DRAIN_IDLE,
+        max_invocations=1 if once else None,
+    )
+    return {"deliveries": deliveries}
 
 
 @dataclass
@@ -220,20 +280,14 @@ def _spawn(workdir: Path, mode: str, *extra: str, env: dict[str, str] | None = N
 class Week:
     """Two tables on one Azurite, one function app, the ground truth, the figures."""
 
-    def __init__(self, cfg: WeekConfig, azurite: Any, workdir: Path) -> None:
+    def __init__(self, cfg: WeekConfig, side: Any, workdir: Path) -> None:
         import pyarrow as pa
 
-        self.cfg, self.az, self.workdir = cfg, azurite, workdir
+        self.cfg, self.side, self.workdir = cfg, side, workdir
         self.rng = random.Random(cfg.seed)
-        self.container = f"soak-{uuid.uuid4().hex[:8]}"
-        azurite.create_container(self.container)
-        self.opts = dict(azurite.storage_options)
+        self.opts = dict(side.opts)
         base = uuid.uuid4().hex[:8]
-        self.uris = {
-            "partitioned": f"az://{self.container}/{base}-ranged",
-            "unpartitioned": f"az://{self.container}/{base}-flat",
-        }
-        self.queue = f"soak-{uuid.uuid4().hex[:10]}"
+        self.uris = {"partitioned": f"{side.root}/{base}-ranged", "unpartitioned": f"{side.root}/{base}-flat"}
         self.truth: dict[str, list[pa.Table]] = {name: [] for name in self.uris}
         self.seen_paths: dict[str, set[str]] = {name: set() for name in self.uris}
         self.log_cursor = dict.fromkeys(self.uris, -1)
@@ -246,18 +300,10 @@ class Week:
             {"uri": self.uris["partitioned"], **TABLE_OPTIONS, **cfg.table_options},
             {"uri": self.uris["unpartitioned"], "by": "node_id", **TABLE_OPTIONS, **cfg.table_options},
         ]
-        self.env = {
-            "DELTAEXTRAS_TABLES": json.dumps(tables),
-            "DELTAEXTRAS_QUEUE": self.queue,
-            "DELTAEXTRAS_POISON_QUEUE": f"{self.queue}-poison",
-            "DELTAEXTRAS_SCHEDULE": "0 0 * * * *",
-            "DELTAEXTRAS_STORAGE": azurite.connection_string,
-            "DELTAEXTRAS_STORAGE_OPTIONS": json.dumps(self.opts),
-        }
-        cleared = ("AZURE_CLIENT_ID", "IDENTITY_ENDPOINT", "DELTAEXTRAS_QUEUE_URL")
-        self._saved_env = {name: os.environ.get(name) for name in [*self.env, *cleared]}
+        self.env = {**side.app_env(json.dumps(tables)), "SOAK_CLOUD": side.name}
+        self._saved_env = {name: os.environ.get(name) for name in [*self.env, *side.cleared]}
         os.environ.update(self.env)
-        for name in cleared:
+        for name in side.cleared:
             os.environ.pop(name, None)
 
     def restore_env(self) -> None:
@@ -322,28 +368,6 @@ class Week:
         self.truth[name] = [table]
         return table
 
-    # ------------------------------------------------------------------ queue
-    def _queue(self, name: str) -> Any:
-        from deltaextras.app.edges.azure_queue import ensure_queue, queue_client
-
-        client = queue_client(name, raw=True)
-        ensure_queue(client)
-        return client
-
-    def _send(self, body: str, raw: bool = False) -> None:
-        self._queue(self.queue).send_message(body if raw else base64.b64encode(body.encode()).decode())
-
-    def _count_poison(self) -> int:
-        """Messages on the poison queue (then removed, so that every hour counts its own)."""
-        q, n = self._queue(f"{self.queue}-poison"), 0
-        while True:
-            page = list(q.receive_messages(messages_per_page=32, max_messages=32, visibility_timeout=30))
-            if not page:
-                return n
-            for m in page:
-                q.delete_message(m.id, m.pop_receipt)
-                n += 1
-
     def _fired(self, name: str, n: int = 1) -> None:
         self.result.faults_fired[name] = self.result.faults_fired.get(name, 0) + n
 
@@ -371,10 +395,10 @@ class Week:
         if racer is not None:
             racer.join()
         # a worker that exited early while a killed worker's message was still leased: drain what is left
-        if self._queue(self.queue).get_queue_properties().approximate_message_count:
+        if self.side.pending():
             workers.append(_spawn(self.workdir, "drain").wait())
         deliveries = [d for c in children + workers for d in c.summary().get("deliveries", [])]
-        poisoned = self._count_poison()
+        poisoned = self.side.count_poison()
         dead = poisoned - injected_poison
         if dead:
             reasons = sorted({str(d.get("reason")) for d in deliveries if d.get("outcome") == "dead-letter"})
@@ -406,19 +430,16 @@ class Week:
         from deltaextras.app.enqueue import enqueue
 
         faults: list[str] = []
-        q = self._queue(self.queue)
         # a duplicated delivery: one planned message sent twice
-        peeked = q.peek_messages(max_messages=1)
-        if peeked:
-            q.send_message(peeked[0].content)
+        if self.side.duplicate_one():
             faults.append("duplicate")
             self._fired("duplicate")
         # a manual rerun of one partition (the recipe of docs/function-app.md)
         enqueue(self.uris["partitioned"], partitions=["0"], storage_options=self.opts)
         faults.append("rerun")
         self._fired("rerun")
-        # the injected poison: a body that is not base64
-        self._send("%% not base64 %%", raw=True)
+        # the injected poison: a body the worker cannot read (not base64 on Azure, not JSON on SQS)
+        self.side.send(self.side.poison_body(), raw=True)
         faults.append("poison")
         self._fired("poison")
         children: list[Child] = []
@@ -429,10 +450,9 @@ class Week:
                 faults.append(f"killed:{kill}")
                 self._fired(f"killed:{kill}")
         # a storage reply dropped after the write landed: one worker's storage goes through the proxy
-        port = urlsplit(self.az.blob_endpoint).port
-        with FaultProxy(port) as proxy:
+        with FaultProxy(self.side.port) as proxy:
             rule = proxy.add(Rule("PUT", r"/_delta_log/", "drop"))
-            opts = through("azurite", self.opts, proxy)
+            opts = through(self.side.backend, self.opts, proxy)
             c = _spawn(self.workdir, "drain", "once", env={"DELTAEXTRAS_STORAGE_OPTIONS": json.dumps(opts)}).wait()
             children.append(c)
             if rule.fired:
@@ -546,10 +566,9 @@ class Week:
     def _stored(self, uri: str) -> dict[str, int]:
         """Every stored byte under the table's prefix, by kind."""
         prefix = urlsplit(uri).path.lstrip("/") + "/"
-        container = self.az.blob_service_client().get_container_client(self.container)
         kinds: dict[str, int] = {}
-        for blob in container.list_blobs(name_starts_with=prefix):
-            key = blob.name[len(prefix) :]
+        for name, size in self.side.objects(prefix):
+            key = name[len(prefix) :]
             parts = key.split("/")
             if parts[0] == "_delta_log":
                 if len(parts) > 2:
@@ -566,18 +585,17 @@ class Week:
                 kind = "data"
             else:
                 kind = parts[0] if len(parts) > 1 else "other"
-            kinds[kind] = kinds.get(kind, 0) + int(blob.size)
+            kinds[kind] = kinds.get(kind, 0) + size
         return kinds
 
     def _log_bytes(self, name: str, uri: str, version: int) -> None:
         """Bytes of new data files per commit: appends (WRITE) vs maintenance (everything of ours)."""
         prefix = urlsplit(uri).path.lstrip("/")
-        container = self.az.blob_service_client().get_container_client(self.container)
         for v in range(self.log_cursor[name] + 1, version + 1):
-            try:
-                text = container.download_blob(f"{prefix}/_delta_log/{v:020d}.json").readall().decode()
-            except Exception:
+            data = self.side.read(f"{prefix}/_delta_log/{v:020d}.json")
+            if data is None:
                 continue  # a version only in a checkpoint: nothing new to count
+            text = data.decode()
             actions = [json.loads(line) for line in text.splitlines() if line.strip()]
             op = next((a["commitInfo"].get("operation", "") for a in actions if "commitInfo" in a), "")
             kind = (
@@ -602,8 +620,7 @@ class Week:
     def _point_query(self, uri: str, row: HourFigures) -> None:
         from deltalake import DeltaTable, QueryBuilder
 
-        port = self.proxy.port
-        opts = {**self.opts, "azure_storage_endpoint": f"http://127.0.0.1:{port}/devstoreaccount1"}
+        opts = self.side.proxied(self.proxy.port)
         node_rows = row.rows_expected / max(1, self.cfg.nodes)
         own = max(1.0, row.live_bytes * node_rows / max(1, row.rows_expected))
         worst_bytes, worst_requests, sail_bytes, sail_requests = 0, 0, 0, 0
@@ -629,19 +646,21 @@ class Week:
 
 def run_week(
     cfg: WeekConfig,
-    azurite: Any,
+    service: Any,
     workdir: Path,
     *,
     csv_path: Path | None = None,
     on_hour: Callable[[list[HourFigures]], None] | None = None,
     point_queries: bool = True,
 ) -> WeekResult:
-    """Simulate ``cfg.total_hours`` hours; returns every hourly row and the correctness failures."""
+    """Simulate ``cfg.total_hours`` hours on ``service`` (Azurite, or moto server when ``cfg.cloud`` is
+    "aws"); returns every hourly row and the correctness failures."""
     from _proxy import CountingProxy
+    from _soak_clouds import AwsSide, AzureSide
 
     from deltaextras.core import checkpoint_prune
 
-    week = Week(cfg, azurite, workdir)
+    week = Week(cfg, AwsSide(service) if cfg.cloud == "aws" else AzureSide(service), workdir)
     writer = None
     fh = None
     sail = None
@@ -649,13 +668,12 @@ def run_week(
     try:
         week.create()
         if point_queries:
-            week.proxy = CountingProxy("127.0.0.1", int(urlsplit(azurite.blob_endpoint).port or 0))
+            week.proxy = CountingProxy("127.0.0.1", week.side.port)
             week.proxy.start()
             if cfg.sail:
                 from services import SailServer
 
-                endpoint = f"http://127.0.0.1:{week.proxy.port}/devstoreaccount1"
-                sail = SailServer.start(workdir / "sail", env={**azurite.env, "AZURE_STORAGE_ENDPOINT": endpoint})
+                sail = SailServer.start(workdir / "sail", env=week.side.proxied_env(week.proxy.port))
                 week.sail = sail.session()
         if csv_path is not None:
             fh = open(csv_path, "w", newline="")  # noqa: SIM115
@@ -734,13 +752,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-sail", action="store_true", help="point queries through deltalake only")
     p.add_argument("--min-row-group-bytes", help="the tables' min_row_group_bytes (default: the layout's)")
     p.add_argument("--max-footer-bytes", help="the tables' max_footer_bytes (default: the layout's)")
+    p.add_argument(
+        "--cloud",
+        choices=("azure", "aws"),
+        default="azure",
+        help="azure: the function app on Azurite; aws: the Lambda adapter on moto S3 + SQS",
+    )
     p.add_argument("--out", default=str(BENCH / ".work" / "soak"))
     p.add_argument("--report", metavar="CSV", help="print the table and verdicts of an earlier run's CSV, and exit")
     a = p.parse_args(argv)
     if a.report:
         report(read_csv(Path(a.report)), Path(a.report).parent)
         return 0
-    from services import Azurite
+    from services import Azurite, MotoServer
 
     cfg = WeekConfig(
         nodes=a.nodes,
@@ -752,6 +776,7 @@ def main(argv: list[str] | None = None) -> int:
         faults=not a.no_faults,
         point_nodes=a.point_nodes,
         sail=not a.no_sail,
+        cloud=a.cloud,
         table_options={
             k: v
             for k, v in (("min_row_group_bytes", a.min_row_group_bytes), ("max_footer_bytes", a.max_footer_bytes))
@@ -762,7 +787,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     print(f"soak: {asdict(cfg)} -> {out}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        az = Azurite.start(Path(tmp))
+        az = MotoServer.start(Path(tmp)) if cfg.cloud == "aws" else Azurite.start(Path(tmp))
         try:
 
             def show(rows: list[HourFigures]) -> None:

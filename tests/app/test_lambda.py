@@ -4,16 +4,16 @@ mapping's partial-batch behaviour (``batchItemFailures``) emulated."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 from app_support import REPO_ROOT, assert_in_layout, content_checksum, write_sensor_table
+from lambda_source import load_handlers
+from lambda_source import run_event_source as event_source
 from services import MotoServer
 
 from deltaextras.app import work
@@ -23,15 +23,6 @@ LAMBDA = REPO_ROOT / "lambda"
 BUCKET = "deltaextras-lambda"
 
 
-def load_handlers() -> Any:
-    spec = importlib.util.spec_from_file_location("lambda_handlers", LAMBDA / "lambda_handlers.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-# ============================================================================ the image
 def dockerfile() -> list[tuple[str, str]]:
     """(instruction, arguments) of lambda/Dockerfile, continuation lines joined, comments dropped."""
     text = re.sub(r"\\\n", " ", (LAMBDA / "Dockerfile").read_text())
@@ -76,47 +67,9 @@ def test_permanent_failure_without_a_dlq_is_left_to_the_redrive_policy(tmp_path:
 
 
 # ============================================================================ on moto server
-def sqs_record(message: dict[str, Any], queue_arn: str) -> dict[str, Any]:
-    """The record Lambda's SQS event source mapping builds for a received message."""
-    return {
-        "messageId": message["MessageId"],
-        "receiptHandle": message["ReceiptHandle"],
-        "body": message["Body"],
-        "attributes": message.get("Attributes", {}),
-        "messageAttributes": message.get("MessageAttributes", {}),
-        "md5OfBody": message.get("MD5OfBody"),
-        "eventSource": "aws:sqs",
-        "eventSourceARN": queue_arn,
-        "awsRegion": "us-east-1",
-    }
-
-
 def run_event_source(sqs: Any, url: str, handler: Any, *, rounds: int = 20) -> list[tuple[int, list[str]]]:
-    """Poll like the event source mapping: a batch per invocation; delete what succeeded, make the
-    reported failures visible again at once. Returns (batch size, failed bodies' partition) per round."""
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    history = []
-    for _ in range(rounds):
-        received = sqs.receive_message(
-            QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"], MessageAttributeNames=["All"]
-        ).get("Messages", [])
-        if not received:
-            attrs = sqs.get_queue_attributes(
-                QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
-            )["Attributes"]
-            if attrs["ApproximateNumberOfMessages"] == "0" and attrs["ApproximateNumberOfMessagesNotVisible"] == "0":
-                break
-            time.sleep(0.2)
-            continue
-        response = handler({"Records": [sqs_record(m, arn) for m in received]}, None)
-        failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
-        for m in received:
-            if m["MessageId"] in failed:
-                sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0)
-            else:
-                sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
-        history.append((len(received), sorted(m["Body"] for m in received if m["MessageId"] in failed)))
-    return history
+    """(batch size, failed bodies) of each invocation of the emulated event source mapping."""
+    return [(len(inv.bodies), sorted(inv.failed)) for inv in event_source(sqs, url, handler, rounds=rounds)]
 
 
 def test_end_to_end_on_moto_through_the_lambda_handlers(moto: MotoServer, monkeypatch: pytest.MonkeyPatch) -> None:

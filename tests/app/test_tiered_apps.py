@@ -15,9 +15,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ops" / "rorder"))
 import pytest
 from app_support import content_checksum, sensor_batch, table_version, write_sensor_table
 from deltalake import write_deltalake
+from lambda_source import load_handlers
 from services import Azurite, MotoServer
 from test_function_app import App, configure, decode
-from test_lambda import load_handlers, run_event_source
+from test_lambda import run_event_source
 from test_tiered import assert_one_value_per_row_group
 
 from deltaextras.ops.rorder.plan import plan_table

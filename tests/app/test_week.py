@@ -1,11 +1,12 @@
 """A week in the life, CI-sized: tens of nodes, a few simulated hours, every fault of ``bench/soak.py``
 injected at least once (a duplicated delivery, a manual rerun, a poison body, a worker SIGKILLed
 mid-rewrite and one after its commit, a storage reply dropped after the write landed, the users' UPDATE
-racing the workers, a retention delete with deletion vectors and vacuum). The same driver as the
+racing the workers, a retention delete with deletion vectors and vacuum), once through the Azure Functions
+app on Azurite and once through the AWS Lambda adapter on moto S3 + SQS. The same driver as the
 benchmark; only the correctness targets are asserted, never a timing: after every simulated hour the
 content of both tables, read through deltalake and through polars, equals the ground truth (no row lost,
 duplicated or resurrected, exactly once after every crash and redelivery), and nothing lands on the
-poison queue but the injected poison."""
+poison or dead-letter queue but the injected poison."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from services import Azurite
 
 REPO = Path(__file__).resolve().parents[2]
 FAULTS = {
@@ -39,6 +39,13 @@ ENV = (
     "AZURE_CLIENT_ID",
     "IDENTITY_ENDPOINT",
     "DELTAEXTRAS_QUEUE_URL",
+    "DELTAEXTRAS_DLQ_URL",
+    "SOAK_CLOUD",
+    "AWS_ENDPOINT_URL",
+    "AWS_ALLOW_HTTP",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_REGION",
 )
 
 
@@ -51,15 +58,18 @@ def _soak() -> object:
     return module
 
 
-@pytest.mark.azurite
+@pytest.mark.parametrize(
+    "cloud", [pytest.param("azure", marks=pytest.mark.azurite), pytest.param("aws", marks=pytest.mark.moto)]
+)
 def test_a_ci_sized_week_keeps_every_row_exactly_once(
-    azurite: Azurite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cloud: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    service = request.getfixturevalue("azurite" if cloud == "azure" else "moto")
     for name in ENV:  # the driver sets the app's settings in this process, and restores them
         monkeypatch.delenv(name, raising=False)
     soak = _soak()
-    cfg = soak.WeekConfig(nodes=30, hours=3, day_hours=3, workers=4, retention_hours=1.0, point_nodes=1)
-    result = soak.run_week(cfg, azurite, tmp_path, point_queries=False)
+    cfg = soak.WeekConfig(nodes=30, hours=3, day_hours=3, workers=4, retention_hours=1.0, point_nodes=1, cloud=cloud)
+    result = soak.run_week(cfg, service, tmp_path, point_queries=False)
     assert not [name for name in ENV if name in os.environ], "the driver left app settings in the environment"
 
     assert set(result.faults_fired) == FAULTS, f"faults not injected: {FAULTS - set(result.faults_fired)}"
