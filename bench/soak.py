@@ -13,7 +13,8 @@ the app configures it. Every simulated day (``--day-hours`` hours): a manual rer
 delivery, one body that is not base64 (the injected poison), one worker SIGKILLed after its first output
 file (mid-rewrite) and one SIGKILLed after its commit landed (before the acknowledgement), one storage
 reply dropped after the write landed (the tests' fault proxy, in front of a worker), the users' UPDATE
-racing the workers (through deltalake); in the day's last hour a retention delete with deletion vectors
+racing the workers (an UPDATE and a MERGE through Sail when the run has a Sail server, else deltalake's
+UPDATE); in the day's last hour a retention delete with deletion vectors
 lands before the hourly run (which purges its vectors) and ``vacuum`` follows the run.
 
 ``--cloud aws`` lives the same week on moto server through the Lambda adapter: S3 tables, the
@@ -460,13 +461,15 @@ class Week:
                 self._fired("dropped_reply", rule.fired)
         # the users' UPDATE: once before the workers drain the queue, once while they run
         self._race_update(h)
-        racer = threading.Thread(target=self._race_update, args=(h + 1,), daemon=True)
+        racer = threading.Thread(target=self._race_update, args=(h + 1, True), daemon=True)
         racer.start()
         faults.append("update_race")
         return faults, 1, children, racer
 
-    def _race_update(self, h: int) -> None:
-        """The users' pipeline: an UPDATE of one node's quality flag (retried on a conflict)."""
+    def _race_update(self, h: int, racing: bool = False) -> None:
+        """The users' pipeline changes one node's quality flag, retried on a conflict: through Sail when the
+        run has a Sail server (an UPDATE before the workers drain, a MERGE while they run), else through
+        deltalake's UPDATE."""
         import pyarrow.compute as pc
         from deltalake import DeltaTable
 
@@ -474,9 +477,19 @@ class Week:
         for name, uri in self.uris.items():
             for attempt in range(8):
                 try:
-                    DeltaTable(uri, storage_options=self.opts).update(
-                        updates={"quality": "quality + 1"}, predicate=f"node_id = {node}"
-                    )
+                    if self.sail is None:
+                        DeltaTable(uri, storage_options=self.opts).update(
+                            updates={"quality": "quality + 1"}, predicate=f"node_id = {node}"
+                        )
+                    elif racing:
+                        self.sail.sql(
+                            f"MERGE INTO delta.`{uri}` AS t USING (SELECT CAST({node} AS BIGINT) AS node_id) AS s "
+                            "ON t.node_id = s.node_id WHEN MATCHED THEN UPDATE SET quality = CAST(t.quality + 1 AS INT)"
+                        ).collect()
+                    else:
+                        self.sail.sql(
+                            f"UPDATE delta.`{uri}` SET quality = CAST(quality + 1 AS INT) WHERE node_id = {node}"
+                        ).collect()
                 except Exception:  # a conflict with a worker's commit: the pipeline retries
                     time.sleep(0.5 * (attempt + 1))
                     continue
@@ -486,7 +499,7 @@ class Week:
                     table.schema.field("quality").type
                 )
                 self.truth[name] = [table.set_column(table.schema.get_field_index("quality"), "quality", quality)]
-                self._fired("update_race")
+                self._fired("update_race" if self.sail is None else "sail_merge" if racing else "sail_update")
                 break
 
     def _retention_delete(self, day: int) -> None:
