@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..errors import CommitConflictError, CorruptDataError, InvalidArgumentError
+from ..errors import CommitConflictError, CorruptDataError, DeltaExtrasError, InvalidArgumentError, StorageError
 from .actions import (
     Action,
     Add,
@@ -189,7 +189,7 @@ def _read_tail(
         try:
             data = storage.read(commit_key(v))
         except FileNotFoundError:
-            raise CorruptDataError(f"commit {v} of {storage.uri} vanished while reading the log; retry") from None
+            raise StorageError(f"commit {v} of {storage.uri} vanished while reading the log; retry") from None
         head_lines, kept = _split_commit(data, needles)
         tail.append((v, kept))
         for line in _lines(head_lines, v):
@@ -409,13 +409,42 @@ def _batches(
         # A buffered stream reads a column chunk page by page: memory follows the batch, not the checkpoint.
         pf = pq.ParquetFile(source, buffer_size=STREAM_BUFFER, pre_buffer=False)
     except FileNotFoundError:
-        raise CorruptDataError(f"checkpoint part {key} of {storage.uri} is missing; the table is damaged") from None
+        raise vanished_checkpoint(storage, key) from None
     except (pa.ArrowInvalid, OSError) as exc:
         raise CorruptDataError(f"checkpoint part {key} of {storage.uri} is not readable: {str(exc)[:200]}") from None
     cols = [c for c in columns(pf.schema_arrow) if not _all_null(pf.metadata, c)]
     if not cols:
         return
     yield from pf.iter_batches(columns=cols, batch_size=batch_rows)
+
+
+def vanished_checkpoint(storage: TableStorage, key: str) -> DeltaExtrasError:
+    """The error for a checkpoint part that is not there. When the log now holds a newer checkpoint, it was
+    superseded and removed (by a writer's cleanup, ours or another engine's) after this run listed the log:
+    a :class:`StorageError` (retryable), as the next attempt reads the log again. Otherwise the table names a
+    checkpoint it does not have: damaged.
+
+    Example:
+        >>> import tempfile, pyarrow as pa
+        >>> from deltalake import write_deltalake
+        >>> path = tempfile.mkdtemp()
+        >>> write_deltalake(path, pa.table({"k": [1]}))
+        >>> err = vanished_checkpoint(TableStorage(path), "_delta_log/00000000000000000000.checkpoint.parquet")
+        >>> type(err).__name__, err.retryable
+        ('CorruptDataError', False)
+    """
+    name = key.rsplit("/", 1)[-1]
+    version = int(name[:20]) if name[:20].isdigit() else -1
+    try:
+        newer = [v for v in list_log(storage).checkpoints if v > version]
+    except DeltaExtrasError:
+        newer = []
+    if newer:
+        return StorageError(
+            f"checkpoint {version} of {storage.uri} was replaced by checkpoint {max(newer)} and removed while "
+            "this run read it; the next attempt reads the log again"
+        )
+    return CorruptDataError(f"checkpoint part {key} of {storage.uri} is missing; the table is damaged")
 
 
 def _all_null(md: pq.FileMetaData, column: str) -> bool:

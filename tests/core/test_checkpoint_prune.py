@@ -68,3 +68,34 @@ def test_an_old_checkpoint_superseded_a_moment_ago_stays(tmp_path: Path) -> None
         os.utime(Path(uri) / f"{LOG_DIR}{v:020d}.checkpoint.parquet", (old, old))
     assert prune_checkpoints(TableStorage(uri), 3) == [f"{LOG_DIR}{1:020d}.checkpoint.parquet"]
     assert sorted(list_log(TableStorage(uri)).checkpoints) == [0, 2, 3]
+
+
+def test_a_run_that_read_a_checkpoint_pruned_since_is_told_to_retry(tmp_path: Path) -> None:
+    """A run reads the log's head, a newer checkpoint lands and a cleanup (ours or another engine's) removes
+    the one the run is reading: reading its files is a retryable storage error, and the next attempt reads
+    the log again. A checkpoint missing with none newer is a damaged table."""
+    from deltaextras.core.partition_snapshot import PartitionSnapshot, read_head
+    from deltaextras.errors import CorruptDataError, StorageError
+
+    uri = str(tmp_path / "t")
+    _table(uri, {}, 3)
+    storage = TableStorage(uri)
+    head = read_head(storage)  # the run's head: checkpoint 2 is the newest
+    for v in (3, 4):
+        write_deltalake(uri, pa.table({"x": [v, v + 100]}), mode="append")
+    DeltaTable(uri).create_checkpoint()
+    os.remove(tmp_path / "t" / LOG_DIR / f"{2:020d}.checkpoint.parquet")
+    try:
+        PartitionSnapshot(head, None, None)
+        raise AssertionError("the pruned checkpoint was read")
+    except StorageError as exc:
+        assert exc.retryable and "replaced by checkpoint 4" in str(exc)
+    assert len(PartitionSnapshot(read_head(storage), None, None).files) == 5  # the next attempt
+
+    head = read_head(storage)
+    os.remove(tmp_path / "t" / LOG_DIR / f"{4:020d}.checkpoint.parquet")
+    try:
+        PartitionSnapshot(head, None, None)
+        raise AssertionError("the missing checkpoint was read")
+    except CorruptDataError as exc:
+        assert not exc.retryable and "damaged" in str(exc)
