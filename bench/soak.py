@@ -71,8 +71,9 @@ TABLE_OPTIONS = {"sort_by": ["utc_time"], "unique_by": ["node_id", "utc_time"], 
 FAULT_LEASE = 3.0  # seconds a killed worker's message stays invisible
 WORKER_LEASE = 300.0
 DRAIN_IDLE = 6.0  # seconds a worker waits on an empty queue before it exits (a killed worker's lease is 3 s)
-# Superseded checkpoints are kept this long (wall seconds) instead of the product's hour: a simulated hour
-# lasts seconds here, and the bytes stored at a day's end should be those of a day lived in real time.
+# Superseded checkpoints are kept as long as a simulated hour lasts (the wall seconds of the last one, at
+# least this many) instead of the product's hour: the bytes stored at a day's end should be those of a day
+# lived in real time, and a worker's read of the log should race pruning as often as it would in one.
 CHECKPOINT_KEEP_SECONDS = 10.0
 COLUMNS = ("node_id", "utc_time", "temperature", "humidity", "voltage", "quality")
 
@@ -152,11 +153,13 @@ class WeekResult:
 
 # ----------------------------------------------------------------------------- child processes
 def _compress_time() -> float:
-    """Scales the product's wall-clock wait before superseded checkpoints go (:data:`CHECKPOINT_KEEP_SECONDS`);
-    returns the value it replaced."""
+    """Scales the product's wall-clock wait before superseded checkpoints go to a simulated hour: the wall
+    seconds the last simulated hour took (``SOAK_HOUR_SECONDS``, set by the driver), at least
+    :data:`CHECKPOINT_KEEP_SECONDS`; returns the value it replaced."""
     from deltaextras.core import checkpoint_prune
 
-    before, checkpoint_prune.KEEP_SECONDS = checkpoint_prune.KEEP_SECONDS, CHECKPOINT_KEEP_SECONDS
+    hour = float(os.environ.get("SOAK_HOUR_SECONDS") or 0.0)
+    before, checkpoint_prune.KEEP_SECONDS = checkpoint_prune.KEEP_SECONDS, max(CHECKPOINT_KEEP_SECONDS, hour)
     return before
 
 
@@ -302,7 +305,7 @@ class Week:
             {"uri": self.uris["unpartitioned"], "by": "node_id", **TABLE_OPTIONS, **cfg.table_options},
         ]
         self.env = {**side.app_env(json.dumps(tables)), "SOAK_CLOUD": side.name}
-        self._saved_env = {name: os.environ.get(name) for name in [*self.env, *side.cleared]}
+        self._saved_env = {name: os.environ.get(name) for name in [*self.env, *side.cleared, "SOAK_HOUR_SECONDS"]}
         os.environ.update(self.env)
         for name in side.cleared:
             os.environ.pop(name, None)
@@ -695,7 +698,11 @@ def run_week(
             week.result.csv_path = str(csv_path)
         for h in range(cfg.total_hours):
             before = len(week.result.rows)
+            started = time.monotonic()
             week.hour(h)
+            # the product keeps superseded checkpoints an hour: here, as long as a simulated hour lasts
+            os.environ["SOAK_HOUR_SECONDS"] = f"{time.monotonic() - started:.1f}"
+            checkpoint_prune.KEEP_SECONDS = max(CHECKPOINT_KEEP_SECONDS, time.monotonic() - started)
             new = week.result.rows[before:]
             if writer is not None and fh is not None:
                 writer.writerows(asdict(r) for r in new)
