@@ -206,34 +206,36 @@ def _lambda_child(mode: str, lease: float, once: bool) -> dict[str, Any]:
     (batches of one, as ``infra/terraform/aws/lambda.tf`` maps them)."""
     from lambda_source import load_handlers, run_event_source
 
-    from deltaextras.app.edges.local_host import tap_outcomes
+    from deltaextras.app.edges.local_host import Delivery, RunSummary, tap_outcomes
     from deltaextras.app.edges.sqs import SqsSender
 
     handlers = load_handlers()
+    summary = RunSummary()
     if mode == "timer":
         try:
             handlers.orchestrator_handler({"source": "aws.events", "detail-type": "Scheduled Event"}, None)
-            return {"orchestrator": "succeeded"}
+            summary.orchestrator = "succeeded"
         except Exception as exc:  # the run reports it as a failure of the hour
-            return {"orchestrator": f"failed: {type(exc).__name__}: {exc}"}
-    deliveries: list[dict[str, Any]] = []
+            summary.orchestrator = f"failed: {type(exc).__name__}: {exc}"
+        return summary.to_dict()
 
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         with tap_outcomes() as tap:
             response = handlers.worker_handler(event, context)
         failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
-        for record in event["Records"]:
+        for record in event["Records"]:  # batches of one: the record of this invocation is the last
             done = tap.records[-1] if tap.records else {}
-            deliveries.append(
-                {
-                    "message_id": record["messageId"],
-                    "result": "failed" if record["messageId"] in failed else "succeeded",
-                    "seconds": float(done.get("seconds", 0.0)),
-                    "outcome": done.get("status"),
-                    "table": done.get("table"),
-                    "partition": done.get("partition"),
-                    "reason": done.get("reason"),
-                }
+            summary.deliveries.append(
+                Delivery(
+                    record["messageId"],
+                    int(record["attributes"].get("ApproximateReceiveCount", 1)),
+                    "failed" if record["messageId"] in failed else "succeeded",
+                    seconds=float(done.get("seconds", 0.0)),
+                    outcome=done.get("status"),
+                    table=done.get("table"),
+                    partition=done.get("partition"),
+                    reason=done.get("reason"),
+                )
             )
         return response
 
@@ -248,7 +250,7 @@ def _lambda_child(mode: str, lease: float, once: bool) -> dict[str, Any]:
         idle_timeout=5 if once else DRAIN_IDLE,
         max_invocations=1 if once else None,
     )
-    return {"deliveries": deliveries}
+    return summary.to_dict()
 
 
 @dataclass
@@ -702,7 +704,7 @@ def run_week(
             week.hour(h)
             # the product keeps superseded checkpoints an hour: here, as long as a simulated hour lasts
             os.environ["SOAK_HOUR_SECONDS"] = f"{time.monotonic() - started:.1f}"
-            checkpoint_prune.KEEP_SECONDS = max(CHECKPOINT_KEEP_SECONDS, time.monotonic() - started)
+            _compress_time()  # in this process too: its retention delete and vacuum prune checkpoints
             new = week.result.rows[before:]
             if writer is not None and fh is not None:
                 writer.writerows(asdict(r) for r in new)

@@ -96,12 +96,12 @@ def _options(p: argparse.ArgumentParser) -> None:
         "--max-footer-bytes",
         type=preflight.size,
         metavar="SIZE",
-        help="roll an output file over before its footer passes this",
+        help="roll an output file over before its footer passes this (default: 16KiB, 8KiB tiered)",
     )
     p.add_argument(
         "--min-row-group-bytes",
         metavar="SIZE",
-        help="smaller neighbouring values share a row group up to this (default: 4KiB tiered, 0 full)",
+        help="smaller neighbouring values share a row group up to this (default: 16KiB tiered, 0 full)",
     )
     p.add_argument("--max-deleted-rows-ratio", type=float, metavar="RATIO")
     p.add_argument(

@@ -31,12 +31,13 @@ unique_by              str or list of str                           de-duplicati
 target_file_size       int in [1, 2^63 - 1]                         output file size in bytes
 memory_budget          int in [1, 2^63 - 1]                         Arrow bytes held at once
 max_footer_bytes       int in [1, 2^63 - 1]                         an output file's footer bound in bytes
+                                                                    (default: 16 KiB, 8 KiB tiered)
 max_materialize_size   int in [1, 2^63 - 1]                         accepted for compatibility; ignored
 max_deleted_rows_ratio number in [0, 1]                             purge threshold for deletion vectors
 layout                 "full" or "tiered"                           full rewrite (default) or incremental
                                                                     tiers (:mod:`deltaextras.ops.rorder.tiers`)
 min_row_group_bytes    int in [0, 2^63 - 1]                         smaller neighbouring values share a row
-                                                                    group (default: 4 KiB tiered, 0 full)
+                                                                    group (default: 16 KiB tiered, 0 full)
 =====================  ===========================================  ==========================================
 
 Unknown keys, wrong types and numbers out of range are rejected with a one-line :class:`MessageError`

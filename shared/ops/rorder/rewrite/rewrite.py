@@ -616,7 +616,6 @@ class PartitionRewriter:
                     table = self._contiguous(table, keys)
                     # packed keys already failed on the columns as read when they were built there
                     order = self._order(table) if ordered is None else permutation(table, self.by, self.sort_keys[1:])
-                props = self._writers[0].props if settings is None else {}
         if isinstance(order, PackedOrder):
             gather = packed_gatherer(table, self.by, self.sort_keys[1:], order, self.result)
             run_ends = order.ends
@@ -624,8 +623,8 @@ class PartitionRewriter:
             gather = gatherer(table, self.by, order[0], order[1], self.result)
             run_ends = order[1]
         del order
-        if settings is not None:  # the first writer's settings, for row groups of the values as they are
-            props = self._settings(table, len(run_ends), settings.result())
+        # the first writer's settings are chosen for the row groups the values make; later passes keep them
+        props = self._writers[0].props if settings is None else self._settings(table, len(run_ends), settings.result())
         return self._write_groups(run_ends, gather, props)
 
     def _settings(self, table: pa.Table, values: int, cardinality: dict[str, Any]) -> dict[str, Any]:
