@@ -13,14 +13,17 @@ The race tables have the columns ``k BIGINT, upd BIGINT, node BIGINT, node_range
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from oracle import content_checksum
 
@@ -53,6 +56,17 @@ class Ledger:
         self.commits: Counter[str] = Counter()
         self.conflicts: Counter[str] = Counter()
         self.next_key = 0
+        self.history: list[tuple[float, str, tuple[int, ...]]] = []  # (time, committed operation, keys it named)
+
+    def record(self, op: str, keys: Iterable[int]) -> None:
+        """Notes that ``op`` committed naming ``keys`` (the caller holds the lock)."""
+        self.history.append((time.monotonic(), op, tuple(keys)))
+
+    def story(self, keys: Iterable[int]) -> list[str]:
+        """The committed operations that named any of ``keys``, in order: what a failed check quotes."""
+        wanted = set(keys)
+        start = self.history[0][0] if self.history else 0.0
+        return [f"{t - start:.1f}s {op} {sorted(wanted & set(k))}" for t, op, k in self.history if wanted & set(k)]
 
     def keys(self, n: int) -> list[int]:
         with self.lock:
@@ -110,6 +124,7 @@ def spark_op(spark: Any, uri: str, op: str, ledger: Ledger, pick: Callable[[int]
         spark.sql(f"INSERT INTO {t} SELECT id, 0, id % 7, 0 FROM range({keys[0]}, {keys[-1] + 1})")
         with ledger.lock:
             ledger.live.update(keys)
+            ledger.record("spark:append", keys)
     elif op == "delete":
         keys = pick(4)
         if not keys:
@@ -118,6 +133,7 @@ def spark_op(spark: Any, uri: str, op: str, ledger: Ledger, pick: Callable[[int]
         with ledger.lock:
             ledger.live.difference_update(keys)
             ledger.deleted.update(keys)
+            ledger.record("spark:delete", keys)
     elif op == "update":
         keys = pick(5)
         if not keys:
@@ -125,6 +141,7 @@ def spark_op(spark: Any, uri: str, op: str, ledger: Ledger, pick: Callable[[int]
         spark.sql(f"UPDATE {t} SET upd = upd + 1 WHERE k IN ({sql_in(keys)})")
         with ledger.lock:
             ledger.upd.update(keys)
+            ledger.record("spark:update", keys)
     else:  # MERGE: bump some existing keys, insert some new ones
         old = pick(3)
         new = ledger.keys(3)
@@ -137,6 +154,7 @@ def spark_op(spark: Any, uri: str, op: str, ledger: Ledger, pick: Callable[[int]
         with ledger.lock:
             ledger.upd.update(old)
             ledger.live.update(new)
+            ledger.record("spark:merge", [*old, *new])
     with ledger.lock:
         ledger.commits["spark:" + op] += 1
 
@@ -175,6 +193,7 @@ def our_rorder(uri: str, ledger: Ledger, stop: threading.Event, **options: Any) 
             with ledger.lock:
                 if report.status == "committed":
                     ledger.commits["ours:rorder"] += 1
+                    ledger.record(f"ours:rorder v{report.commit_version}", ())
                     ledger.commits["ours:deletes_carried"] += report.concurrent_deletes_carried
                 elif report.status == "failed":
                     ledger.conflicts[f"ours:rorder:{report.error_type}"] += 1
@@ -190,7 +209,7 @@ def our_delete(uri: str, ledger: Ledger, rng: random.Random, stop: threading.Eve
         keys = ledger.sample(rng, 2) if enough else []
         if keys:
             try:
-                delete(uri, f"k IN ({sql_in(keys)})", inline_max_bytes=rng.choice([0, 4096]))
+                report = delete(uri, f"k IN ({sql_in(keys)})", inline_max_bytes=rng.choice([0, 4096]))
             except DeltaExtrasError as exc:
                 with ledger.lock:
                     ledger.conflicts[f"ours:delete:{type(exc).__name__}"] += 1
@@ -199,6 +218,7 @@ def our_delete(uri: str, ledger: Ledger, rng: random.Random, stop: threading.Eve
                     ledger.commits["ours:delete"] += 1
                     ledger.live.difference_update(keys)
                     ledger.deleted.update(keys)
+                    ledger.record(f"ours:delete v{report.commit_version} rows={report.rows_deleted}", keys)
         time.sleep(0.5)
 
 
@@ -231,15 +251,45 @@ def run_race(sides: list[Callable[[threading.Event], None]], deadline_s: float) 
 
 def assert_ledger_content(spark: Any, uri: str, ledger: Ledger) -> pa.Table:
     """Through Spark and through delta-rs: no key lost, duplicated or resurrected, and the content (every
-    committed update) equal to the ledger's. Returns the expected table."""
+    committed update) equal to the ledger's. Returns the expected table. A failure names what each engine
+    saw, the committed operations that named the keys concerned and the log's actions on the files that
+    hold them (:func:`forensics`)."""
     expected = ledger.expected()
     via_spark = spark.read.format("delta").load(uri).select("k", "upd").toArrow()
     via_deltars = pa.table(DeltaTable(uri).scan(columns=["k", "upd"]))
+    verdicts = {}
     for name, got in (("spark", via_spark), ("delta-rs", via_deltars)):
         keys = Counter(got.column("k").to_pylist())
         duplicated = sorted(k for k, n in keys.items() if n > 1)
         lost = sorted(ledger.live - set(keys))
         resurrected = sorted(ledger.deleted & set(keys))
-        assert (lost, duplicated, resurrected) == ([], [], []), (name, lost[:10], duplicated[:10], resurrected[:10])
+        verdicts[name] = {"lost": lost[:10], "duplicated": duplicated[:10], "resurrected": resurrected[:10]}
+    bad = sorted({k for v in verdicts.values() for ks in v.values() for k in ks})
+    assert not bad, (verdicts, ledger.story(bad), forensics(uri, bad[:4]))
+    for name, got in (("spark", via_spark), ("delta-rs", via_deltars)):
         assert content_checksum(got) == content_checksum(expected), name
     return expected
+
+
+def forensics(uri: str, keys: list[int]) -> list[str]:
+    """Every data file under ``uri`` that holds one of ``keys`` (live or not), and each log action on it:
+    ``v<version> <operation> add|remove dv=<unique id>``, in log order."""
+    root = Path(uri)
+    holders: dict[str, list[int]] = {}
+    for f in sorted(root.glob("*.parquet")):
+        got = set(pq.read_table(f, columns=["k"]).column("k").to_pylist())
+        if got & set(keys):
+            holders[f.name] = sorted(got & set(keys))
+    lines = [f"{name} holds {ks}" for name, ks in holders.items()]
+    for commit in sorted((root / "_delta_log").glob("*.json")):
+        version = int(commit.stem)
+        actions = [json.loads(line) for line in commit.read_text().splitlines() if line.strip()]
+        operation = next((a["commitInfo"].get("operation") for a in actions if "commitInfo" in a), "?")
+        for a in actions:
+            for kind in ("add", "remove"):
+                if kind in a and a[kind]["path"] in holders:
+                    dv = a[kind].get("deletionVector") or {}
+                    dv_id = f"{dv['storageType']}{dv['pathOrInlineDv']}@{dv.get('offset')}" if dv else "-"
+                    lines.append(f"v{version} {operation} {kind} {a[kind]['path']} dv={dv_id[:40]}")
+    checkpoints = sorted(p.name for p in (root / "_delta_log").glob("*.checkpoint*.parquet"))
+    return [*lines, f"checkpoints: {checkpoints[-3:]}"]
