@@ -185,8 +185,23 @@ def _child_main(argv: list[str]) -> int:
     lease, once = (FAULT_LEASE, True) if kill in ("after_output", "after_commit") else (WORKER_LEASE, kill == "once")
     run = _lambda_child if os.environ.get("SOAK_CLOUD") == "aws" else _functions_child
     summary = run(mode, lease, once)
+    summary["peak_rss_mb"] = _own_peak_rss_mb()
     Path(out).write_text(json.dumps(summary, default=str))
     return 0
+
+
+def _own_peak_rss_mb() -> float | None:
+    """This process's own peak RSS since it started its program (``VmHWM``); None where ``/proc`` has no
+    such line. Not ``ru_maxrss``: Linux keeps the high-water mark of the forked copy of the parent across
+    ``exec``, so a child of the driver would report at least the driver's own RSS (the ground truth it
+    holds grows every simulated hour)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
 
 
 def _functions_child(mode: str, lease: float, once: bool) -> dict[str, Any]:
@@ -266,7 +281,12 @@ class Child:
         _, status, usage = os.wait4(self.proc.pid, 0)
         self.proc.returncode = self.returncode = os.waitstatus_to_exitcode(status)
         self.seconds = time.monotonic() - self.started
-        self.rss_mb = usage.ru_maxrss / 1024
+        summary = self.summary()
+        own = summary.get("peak_rss_mb")
+        # ru_maxrss counts the driver's pages the child had before exec: only a fallback where /proc has no
+        # VmHWM (see _own_peak_rss_mb); a child killed on purpose reported nothing and counts 0
+        fallback = usage.ru_maxrss / 1024 if summary else 0.0
+        self.rss_mb = float(own) if own is not None else fallback
         return self
 
     def summary(self) -> dict[str, Any]:
