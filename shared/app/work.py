@@ -20,6 +20,14 @@ dead-letter    permanent: malformed message, table not configured or       puts 
                or a transient failure on its last allowed attempt          deletes it
 =============  ==========================================================  ===========================
 
+A rewrite that carried a concurrent writer's deletes onto its outputs (a users' DELETE, UPDATE or MERGE
+that landed between the plan and the commit) left deletion vectors on them, and after a copy-on-write
+UPDATE or MERGE the rows it rewrote sit in a file no plan named. Readers such as deltalake stop pruning a
+scan once a file carries a deletion vector, so the worker runs the unit once more at the table's latest
+version (committed alone, the message's file list dropped): the tiered and full layouts take in the
+fresh file and purge the vectors. Its outcome is logged (``"purge"``); its failure leaves the first commit
+standing, and the next plan covers the unit.
+
 A message may name only the table and the partition (``{"path": ..., "partition_value": "3"}``, as an
 operator writes by hand): the worker then plans that partition from the current snapshot with the
 table's configured options. Every call logs one JSON line (``"event": "rorder_work"``) with the
@@ -45,7 +53,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -100,6 +108,9 @@ class Outcome:
     dequeue_count: int | None = None
     seconds: float = 0.0
     error: BaseException | None = field(default=None, repr=False, compare=False)
+    # the unit's second pass after a commit that carried concurrent deletes (module docstring); its status
+    # and reason, or the error it met
+    purge: str | None = None
 
     @property
     def retry(self) -> bool:
@@ -129,6 +140,9 @@ class Outcome:
             figures = self.report.to_dict()
             out.update({k: figures[k] for k in _REPORT_FIGURES})
             out["rewrite_seconds"] = figures["seconds"]
+            out["deleted_rows_carried"] = figures["deleted_rows_carried"]
+        if self.purge is not None:
+            out["purge"] = self.purge
         return out
 
     def line(self) -> str:
@@ -207,6 +221,8 @@ def handle(
         report = rorder_single(msg, storage_options=table.storage_options, hooks=hooks)
         out.status, out.reason, out.report = report.status, report.reason, report
         out.partition = report.partition or out.partition
+        if report.status == COMMITTED and report.concurrent_deletes_carried:
+            out.purge = _purge(msg, table.storage_options)
     except Exception as exc:
         out.error, out.error_type, out.reason = exc, type(exc).__name__, _describe(exc)
         if isinstance(exc, CommitConflictError):
@@ -228,6 +244,19 @@ def handle(
     level = logging.INFO if out.status in (COMMITTED, SKIPPED) else logging.WARNING
     log.log(level, "%s", out.line())
     return out
+
+
+def _purge(msg: RorderMessage, storage_options: dict[str, str] | None) -> str:
+    """Run the unit of ``msg`` once more at the table's latest version, alone and without the message's file
+    list, after its commit carried concurrent deletes (module docstring); what became of it, in a few words.
+    Never raises for the table's trouble: the first commit stands either way."""
+    again = replace(msg, version=None, files=None, commit=None)
+    try:
+        report = rorder_single(again, storage_options=storage_options)
+    except DeltaExtrasError as exc:
+        log.info("the second pass of %s after carried deletes did not commit: %s", msg.path, exc)
+        return f"failed: {type(exc).__name__}: {exc}"
+    return f"{report.status}: {report.reason}" if report.reason else report.status
 
 
 def _describe(exc: BaseException) -> str:

@@ -20,6 +20,8 @@ from app_support import (
     write_sensor_table,
 )
 from deltalake import DeltaTable, write_deltalake
+from oracle import assert_engines_agree, scan
+from oracle import content_checksum as table_checksum
 
 from deltaextras.app import work
 from deltaextras.app.config import AppConfig, table_key
@@ -312,3 +314,52 @@ def test_enqueue_builds_hand_written_or_planned_messages(table: str) -> None:
     outcome = work.handle(sent[0], AppConfig.from_env(env))
     assert outcome.status == "committed"
     assert json.loads(commits(table)[-1]["operationParameters"]["uniqueBy"]) == ["utc_time"]
+
+
+# ----------------------------------------------------------------------------- carried deletes
+@pytest.mark.parametrize("users", ["deletion_vector_delete", "copy_on_write_update"])
+def test_a_commit_that_carried_the_users_deletes_is_followed_by_a_pass_that_purges_them(
+    tmp_path: Path, users: str
+) -> None:
+    """The users' DELETE (deletion vectors) or UPDATE (deltalake rewrites the file) lands between the
+    worker's read and its commit: the commit carries it as deletion vectors on the outputs, which would make
+    deltalake stop pruning every point query, and the UPDATE's rewritten file is one no plan named. The
+    worker runs the unit once more at the latest version: no live file carries a vector, every live file is
+    a tier run, and the content is the users' writes applied exactly once."""
+    from deltaextras.core.snapshot import TableSnapshot
+    from deltaextras.ops.delete.delete import delete
+    from deltaextras.ops.maintenance.upgrade import enable_deletion_vectors
+    from deltaextras.ops.rorder.rewrite.layout import LAYOUT_TAG
+
+    uri = str(tmp_path / "sensors")
+    write_sensor_table(uri, partitions=1)
+    enable_deletion_vectors(uri)
+    config = config_for({"uri": uri, "layout": "tiered"})
+    body = plan_table(uri, layout="tiered").messages()[0].to_json()
+    before = scan(uri)
+    fired: list[int] = []
+
+    def users_write(_version: int) -> None:
+        if fired:
+            return
+        fired.append(_version)
+        if users == "deletion_vector_delete":
+            delete(uri, "node_id = 3")
+        else:
+            DeltaTable(uri).update(updates={"value": "value + 1000"}, predicate="node_id = 3")
+
+    outcome = work.handle(body, config, hooks={"before_commit": users_write})
+    assert outcome.status == "committed" and outcome.report is not None, outcome.reason
+    assert outcome.report.concurrent_deletes_carried == 1, outcome.report
+    assert outcome.purge is not None and outcome.purge.startswith("committed"), outcome.purge
+    assert json.loads(outcome.line())["purge"] == outcome.purge
+    live = TableSnapshot.load(uri).files
+    assert live and not [f.path for f in live if f.dv is not None], [(f.path, f.dv) for f in live]
+    assert all(LAYOUT_TAG in f.tags for f in live), [(f.path, f.tags) for f in live]
+    node = pa.compute.equal(before["node_id"], 3)
+    if users == "deletion_vector_delete":
+        expected = before.filter(pa.compute.invert(node))
+    else:
+        bumped = pa.compute.if_else(node, pa.compute.add(before["value"], 1000.0), before["value"])
+        expected = before.set_column(before.schema.get_field_index("value"), "value", bumped)
+    assert assert_engines_agree(uri) == table_checksum(expected)
