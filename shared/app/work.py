@@ -20,12 +20,13 @@ dead-letter    permanent: malformed message, table not configured or       puts 
                or a transient failure on its last allowed attempt          deletes it
 =============  ==========================================================  ===========================
 
-A rewrite that carried a concurrent writer's deletes onto its outputs (a users' DELETE, UPDATE or MERGE
-that landed between the plan and the commit) left deletion vectors on them, and after a copy-on-write
-UPDATE or MERGE the rows it rewrote sit in a file no plan named. Readers such as deltalake stop pruning a
-scan once a file carries a deletion vector, so the worker runs the unit once more at the table's latest
-version (committed alone, the message's file list dropped): the tiered and full layouts take in the
-fresh file and purge the vectors. Its outcome is logged (``"purge"``); its failure leaves the first commit
+A users' DELETE, UPDATE or MERGE that lands in the unit between the plan and the commit leaves it out of
+layout: deletes carried onto the outputs are deletion vectors, a vector on a file the run did not read
+stays, and after a copy-on-write UPDATE or MERGE the rows it rewrote sit in a file no plan named
+(``PartitionReport.concurrent_deletes_carried`` / ``concurrent_changes``). Readers such as deltalake stop
+pruning a scan once a file carries a deletion vector, so the worker then runs the unit once more at the
+table's latest version (committed alone, the message's file list dropped): the tiered and full layouts
+take in the fresh file and purge the vectors. Its outcome is logged (``"purge"``); its failure leaves the first commit
 standing, and the next plan covers the unit.
 
 A message may name only the table and the partition (``{"path": ..., "partition_value": "3"}``, as an
@@ -221,7 +222,7 @@ def handle(
         report = rorder_single(msg, storage_options=table.storage_options, hooks=hooks)
         out.status, out.reason, out.report = report.status, report.reason, report
         out.partition = report.partition or out.partition
-        if report.status == COMMITTED and report.concurrent_deletes_carried:
+        if report.status == COMMITTED and (report.concurrent_deletes_carried or report.concurrent_changes):
             out.purge = _purge(msg, table.storage_options)
     except Exception as exc:
         out.error, out.error_type, out.reason = exc, type(exc).__name__, _describe(exc)

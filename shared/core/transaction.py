@@ -130,6 +130,9 @@ class Transaction:
         # high-water mark and the in-commit timestamp of each version read.
         self.row_id_mark = row_tracking.high_water_mark(getattr(snapshot, "domains", {}))
         self.commit_timestamps: dict[int, int | None] = {}
+        # The files other writers' DELETE, UPDATE or MERGE added (dataChange adds of winners that are not
+        # blind appends), as read: an operation may follow up on them (the worker's second pass of a unit)
+        self.changed_files: list[Add] = []
 
     # ------------------------------------------------------------------ files
     def wrote(self, key: str) -> None:
@@ -235,6 +238,8 @@ class Transaction:
                 log.info("version %d of %s already holds this work (txn %s)", v, self.storage.uri, self.read.app_id)
                 self.unpublishable()  # every committer sees this winner before any later version
                 return v, self._result(CommitOutcome.ALREADY_DONE)
+            if not winner.is_blind_append:
+                self.changed_files.extend(a for a in winner.adds if a.data_change)
             for c in verdict.conflicts:
                 if c.kind.resolvable and self.resolve is not None:
                     pending.append(c)

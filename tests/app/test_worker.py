@@ -16,6 +16,7 @@ from app_support import (
     assert_in_layout,
     commits,
     content_checksum,
+    sensor_batch,
     table_version,
     write_sensor_table,
 )
@@ -317,13 +318,14 @@ def test_enqueue_builds_hand_written_or_planned_messages(table: str) -> None:
 
 
 # ----------------------------------------------------------------------------- carried deletes
-@pytest.mark.parametrize("users", ["deletion_vector_delete", "copy_on_write_update"])
+@pytest.mark.parametrize("users", ["deletion_vector_delete", "copy_on_write_update", "delete_of_a_settled_run"])
 def test_a_commit_that_carried_the_users_deletes_is_followed_by_a_pass_that_purges_them(
     tmp_path: Path, users: str
 ) -> None:
     """The users' DELETE (deletion vectors) or UPDATE (deltalake rewrites the file) lands between the
     worker's read and its commit: the commit carries it as deletion vectors on the outputs, which would make
-    deltalake stop pruning every point query, and the UPDATE's rewritten file is one no plan named. The
+    deltalake stop pruning every point query, and the UPDATE's rewritten file is one no plan named; or the
+    DELETE marks rows of a tier run the plan did not take in (nothing to carry, a vector all the same). The
     worker runs the unit once more at the latest version: no live file carries a vector, every live file is
     a tier run, and the content is the users' writes applied exactly once."""
     from deltaextras.core.snapshot import TableSnapshot
@@ -335,6 +337,9 @@ def test_a_commit_that_carried_the_users_deletes_is_followed_by_a_pass_that_purg
     write_sensor_table(uri, partitions=1)
     enable_deletion_vectors(uri)
     config = config_for({"uri": uri, "layout": "tiered"})
+    if users == "delete_of_a_settled_run":  # one settled run, then a fresh append: the plan takes only that
+        assert work.handle(plan_table(uri, layout="tiered").messages()[0].to_json(), config).status == "committed"
+        write_deltalake(uri, sensor_batch(3, 1), partition_by=[UNIT], mode="append")
     body = plan_table(uri, layout="tiered").messages()[0].to_json()
     before = scan(uri)
     fired: list[int] = []
@@ -345,19 +350,25 @@ def test_a_commit_that_carried_the_users_deletes_is_followed_by_a_pass_that_purg
         fired.append(_version)
         if users == "deletion_vector_delete":
             delete(uri, "node_id = 3")
+        elif users == "delete_of_a_settled_run":
+            delete(uri, "node_id = 3 AND utc_time < '1970-01-01T00:10:00'")  # batches 0 and 1 only
         else:
             DeltaTable(uri).update(updates={"value": "value + 1000"}, predicate="node_id = 3")
 
     outcome = work.handle(body, config, hooks={"before_commit": users_write})
     assert outcome.status == "committed" and outcome.report is not None, outcome.reason
-    assert outcome.report.concurrent_deletes_carried == 1, outcome.report
+    carried = outcome.report.concurrent_deletes_carried, outcome.report.concurrent_changes
+    assert carried == ((0, 1) if users == "delete_of_a_settled_run" else (1, carried[1])), outcome.report
     assert outcome.purge is not None and outcome.purge.startswith("committed"), outcome.purge
     assert json.loads(outcome.line())["purge"] == outcome.purge
     live = TableSnapshot.load(uri).files
     assert live and not [f.path for f in live if f.dv is not None], [(f.path, f.dv) for f in live]
     assert all(LAYOUT_TAG in f.tags for f in live), [(f.path, f.tags) for f in live]
     node = pa.compute.equal(before["node_id"], 3)
-    if users == "deletion_vector_delete":
+    if users == "delete_of_a_settled_run":
+        old = pa.compute.less(before["utc_time"], pa.scalar(600_000_000, pa.timestamp("us")))
+        expected = before.filter(pa.compute.invert(pa.compute.and_(node, old)))
+    elif users == "deletion_vector_delete":
         expected = before.filter(pa.compute.invert(node))
     else:
         bumped = pa.compute.if_else(node, pa.compute.add(before["value"], 1000.0), before["value"])

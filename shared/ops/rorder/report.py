@@ -41,6 +41,9 @@ class PartitionReport:
     commit_attempts: int = 0
     concurrent_deletes_carried: int = 0  # winning commits whose deletes were carried onto the outputs
     deleted_rows_carried: int = 0  # rows those commits deleted, now deleted in the outputs too
+    # files other writers' DELETE, UPDATE or MERGE added to this unit between the read and the commit
+    # (a vector on a file the rewrite did not read, an UPDATE's rewritten rows): the unit is not in layout
+    concurrent_changes: int = 0
     # how the commit ended (deltaextras.core.commit_result.CommitOutcome): committed, already_done (an earlier
     # delivery committed this work), nothing_to_do; empty when the unit failed or was interrupted
     commit_outcome: str = ""
