@@ -180,8 +180,7 @@ def rorder_single(
     assert outcome.version is not None
     if not group:  # a group committer did it once for the whole batch
         after(outcome.version)
-    _committed(report, outcome, files, outputs, result, carrier)
-    report.concurrent_changes = _changed_in_unit(snap, unit, msg, txn.changed_files)
+    _committed(report, outcome, files, outputs, result, carrier, _changed_in_unit(snap, unit, msg, txn.changed_files))
     return _finish(report, started)
 
 
@@ -311,8 +310,9 @@ def _committed(
     outputs: list[OutputFile],
     result: RewriteResult,
     carrier: Carrier,
+    changes: int,
 ) -> None:
-    """Fill the report of a committed rewrite."""
+    """Fill the report of a committed rewrite (``changes``: files other writers' DML added to the unit)."""
     report.status = "committed"
     report.reason = f"{len(files)} file(s) rewritten"
     report.commit_version = outcome.version
@@ -321,6 +321,7 @@ def _committed(
     report.files_added = len(outputs) - len(carrier.result.dropped)
     report.concurrent_deletes_carried = len(carrier.result.commits)
     report.deleted_rows_carried = carrier.result.rows
+    report.concurrent_changes = changes
     report.bytes_removed = sum(f.size for f in files)
     report.bytes_added = sum(o.size for o in outputs)
     report.rows = result.rows_out
