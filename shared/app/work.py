@@ -90,6 +90,7 @@ _REPORT_FIGURES = (
     "deleted_rows_purged",
     "passes",
     "spilled_bytes",
+    "deleted_rows_carried",
 )
 
 
@@ -109,8 +110,8 @@ class Outcome:
     dequeue_count: int | None = None
     seconds: float = 0.0
     error: BaseException | None = field(default=None, repr=False, compare=False)
-    # the unit's second pass after a commit that carried concurrent deletes (module docstring); its status
-    # and reason, or the error it met
+    # the unit's second pass after a commit into which the users' DELETE, UPDATE or MERGE landed (module
+    # docstring): its status and reason, or the error it met
     purge: str | None = None
 
     @property
@@ -141,7 +142,6 @@ class Outcome:
             figures = self.report.to_dict()
             out.update({k: figures[k] for k in _REPORT_FIGURES})
             out["rewrite_seconds"] = figures["seconds"]
-            out["deleted_rows_carried"] = figures["deleted_rows_carried"]
         if self.purge is not None:
             out["purge"] = self.purge
         return out
@@ -249,13 +249,14 @@ def handle(
 
 def _purge(msg: RorderMessage, storage_options: dict[str, str] | None) -> str:
     """Run the unit of ``msg`` once more at the table's latest version, alone and without the message's file
-    list, after its commit carried concurrent deletes (module docstring); what became of it, in a few words.
+    list, after the users' DELETE, UPDATE or MERGE landed in it during the first (module docstring); what
+    became of it, in a few words.
     Never raises for the table's trouble: the first commit stands either way."""
     again = replace(msg, version=None, files=None, commit=None)
     try:
         report = rorder_single(again, storage_options=storage_options)
     except DeltaExtrasError as exc:
-        log.info("the second pass of %s after carried deletes did not commit: %s", msg.path, exc)
+        log.info("the second pass of %s after a concurrent change did not commit: %s", msg.path, exc)
         return f"failed: {type(exc).__name__}: {exc}"
     return f"{report.status}: {report.reason}" if report.reason else report.status
 

@@ -183,11 +183,15 @@ class TableSnapshot:
         """Live files of one partition (``column`` None: every file)."""
         if column is None:
             return list(self.files)
+        return self.in_partition(self.files, column, value)
+
+    def in_partition(self, files: list[LiveFile], column: str, value: str | None) -> list[LiveFile]:
+        """Those of ``files`` (of this table) in the partition ``column`` = ``value``, whatever its spelling."""
         typ = self.schema.partition_type(column)
         if typ is None or spelled_once(typ):
-            return [f for f in self.files if f.partition_values.get(column) == value]
+            return [f for f in files if f.partition_values.get(column) == value]
         key = partition_key(value, typ)  # every spelling of the value (``1.0`` and ``1``, ...)
-        return [f for f in self.files if partition_key(f.partition_values.get(column), typ) == key]
+        return [f for f in files if partition_key(f.partition_values.get(column), typ) == key]
 
     def partitions(self, column: str) -> dict[str | None, list[LiveFile]]:
         """Live files grouped by the value of one partition column: one group per value, under the least

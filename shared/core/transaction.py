@@ -132,7 +132,8 @@ class Transaction:
         self.commit_timestamps: dict[int, int | None] = {}
         # The files other writers' DELETE, UPDATE or MERGE added (dataChange adds of winners that are not
         # blind appends), as read: an operation may follow up on them (the worker's second pass of a unit)
-        self.changed_files: list[Add] = []
+        # (by path: a winner checked again after ``escalate`` counts once)
+        self.changed_files: dict[str, Add] = {}
 
     # ------------------------------------------------------------------ files
     def wrote(self, key: str) -> None:
@@ -239,7 +240,7 @@ class Transaction:
                 self.unpublishable()  # every committer sees this winner before any later version
                 return v, self._result(CommitOutcome.ALREADY_DONE)
             if not winner.is_blind_append:
-                self.changed_files.extend(a for a in winner.adds if a.data_change)
+                self.changed_files.update((a.path, a) for a in winner.adds if a.data_change)
             for c in verdict.conflicts:
                 if c.kind.resolvable and self.resolve is not None:
                     pending.append(c)

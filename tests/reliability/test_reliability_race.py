@@ -90,6 +90,22 @@ def _seeds(backend: str) -> list[int]:
     return list(range(scale(1, 5)))
 
 
+def append_batch(uri: str, opts: dict[str, str], state: RaceState, seed: int) -> None:
+    """The pipeline appends the next ``APPEND_ROWS`` rows through delta-rs, again after a refusal, and the
+    state records them."""
+    batch = rows(state.next_seq, APPEND_ROWS, nodes=NODES, seed=seed)
+    state.next_seq += APPEND_ROWS
+    while True:
+        try:
+            append(uri, opts, batch)
+            break
+        except CommitFailedError:
+            # delta-rs refuses an append that a concurrent DELETE committed before (any DELETE, its own
+            # too); a pipeline appends again, and so does this writer.
+            state.append_retries += 1
+    state.written.append(batch)
+
+
 def race_round(
     uri: str, opts: dict[str, str], config: AppConfig, state: RaceState, seed: int, rnd: int
 ) -> tuple[Counter[str], int, int]:
@@ -97,10 +113,7 @@ def race_round(
     of them carry the round's planned version."""
     messages = plan_messages(uri, **config.tables[0].plan_kwargs())
     if not messages:  # the last round's second pass took in every append: the pipeline appends first
-        batch = rows(state.next_seq, APPEND_ROWS, nodes=NODES, seed=seed)
-        append(uri, opts, batch)
-        state.next_seq += APPEND_ROWS
-        state.written.append(batch)
+        append_batch(uri, opts, state, seed)
         messages = plan_messages(uri, **config.tables[0].plan_kwargs())
     (message,) = messages
     body = json.dumps(message)
@@ -133,17 +146,7 @@ def race_round(
             start.wait()
             for _ in range(2):
                 time.sleep(r.uniform(0, MAX_PAUSE * 2))
-                batch = rows(state.next_seq, APPEND_ROWS, nodes=NODES, seed=seed)
-                state.next_seq += APPEND_ROWS
-                while True:
-                    try:
-                        append(uri, opts, batch)
-                        break
-                    except CommitFailedError:
-                        # delta-rs refuses an append that a concurrent DELETE committed before (any
-                        # DELETE, its own too); a pipeline appends again, and so does this writer.
-                        state.append_retries += 1
-                state.written.append(batch)
+                append_batch(uri, opts, state, seed)
         except BaseException as exc:
             state.errors.append(exc)
 

@@ -277,9 +277,9 @@ def forensics(uri: str, keys: list[int]) -> list[str]:
     root = Path(uri)
     holders: dict[str, list[int]] = {}
     for f in sorted(root.glob("*.parquet")):
-        got = set(pq.read_table(f, columns=["k"]).column("k").to_pylist())
-        if got & set(keys):
-            holders[f.name] = sorted(got & set(keys))
+        held = set(pq.read_table(f, columns=["k"]).column("k").to_pylist()) & set(keys)
+        if held:
+            holders[f.name] = sorted(held)
     lines = [f"{name} holds {ks}" for name, ks in holders.items()]
     for commit in sorted((root / "_delta_log").glob("*.json")):
         version = int(commit.stem)

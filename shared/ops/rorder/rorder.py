@@ -34,7 +34,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
-from ...core.actions import Action, Add, Cdc
+from ...core.actions import Action, Cdc
 from ...core.cleanup import delete_orphans
 from ...core.commit_result import CommitOutcome, CommitResult
 from ...core.conflicts import IsolationLevel, ReadSet
@@ -43,7 +43,7 @@ from ...core.protocol import CLUSTERING_DOMAIN
 from ...core.snapshot import LiveFile, TableSnapshot
 from ...core.storage import TableStorage
 from ...core.transaction import Transaction
-from ...core.values import partition_key, partition_values_key
+from ...core.values import partition_values_key
 from ...errors import (
     AccessDeniedError,
     CommitConflictError,
@@ -180,23 +180,20 @@ def rorder_single(
     assert outcome.version is not None
     if not group:  # a group committer did it once for the whole batch
         after(outcome.version)
-    _committed(report, outcome, files, outputs, result, carrier, _changed_in_unit(snap, unit, msg, txn.changed_files))
+    _committed(report, outcome, files, outputs, result, carrier, _changed_in_unit(snap, unit, msg, txn))
     return _finish(report, started)
 
 
-def _changed_in_unit(snap: TableSnapshot, unit: str | None, msg: RorderMessage, adds: list[Add]) -> int:
-    """How many of ``adds`` (files other writers' DELETE, UPDATE or MERGE added) belong to the message's unit:
-    its partition, or its value range by the files' statistics (a file without them counts)."""
-    files = [snap.live_file(a) for a in adds]
+def _changed_in_unit(snap: TableSnapshot, unit: str | None, msg: RorderMessage, txn: Transaction) -> int:
+    """How many files other writers' DELETE, UPDATE or MERGE added (``txn.changed_files``) belong to the unit:
+    its partition, or its value range by the files' statistics (a file without them counts: no file is read
+    after the commit landed, as :func:`~deltaextras.ops.rorder.value_ranges.range_files` would)."""
+    files = [snap.live_file(a) for a in txn.changed_files.values()]
     if msg.value_range is not None:
         column = snap.schema.column(msg.value_range.column, "by")
         bounds = [stats_bounds(f.stats, column.physical, column.delta_type) for f in files]
         return sum(1 for b in bounds if b is None or msg.value_range.overlaps(b[0], b[1], b[2] > 0))
-    if unit is None:
-        return len(files)
-    typ = snap.schema.partition_type(unit)
-    mine = partition_key(msg.partition_value, typ)
-    return sum(1 for f in files if partition_key(f.partition_values.get(unit), typ) == mine)
+    return len(files if unit is None else snap.in_partition(files, unit, msg.partition_value))
 
 
 def _nothing_to_do(txn: Transaction, snap: TableSnapshot, files: list[LiveFile], by: str, msg: RorderMessage) -> str:
