@@ -20,7 +20,8 @@ from ...errors import InvalidArgumentError, shown
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
 DEFAULT_MEMORY_BUDGET = 96 * 1024 * 1024
 # A file's Parquet footer grows with its row groups x columns (about 125 bytes per column chunk, plus about
-# 45-80 bytes of page index beside it), and readers fetch it before any data (deltalake and Sail twice).
+# 45-80 bytes of page index beside it), and readers fetch it before any data (deltalake and Sail once per core
+# they split the file's scan across: twice on 2 cores, docs/query.md).
 # Output files roll over before their footer passes this many bytes, or a quarter of their mean value's
 # bytes when values are larger (FOOTER_SHARE): a point query then reads at most about 1.5x its value's bytes
 # (the footer twice) plus 32 KiB. 15,000 nodes of 863 bytes each had made one file with a 7.3 MB footer
