@@ -118,15 +118,17 @@ def test_keys_too_wide_give_none() -> None:
     assert packed_order([by]) is not None
 
 
-def test_a_full_sensor_pass_orders_like_numpy_lexsort() -> None:
+@pytest.mark.parametrize("sort_parts", [1, 2, 3])
+def test_a_full_sensor_pass_orders_like_numpy_lexsort(sort_parts: int) -> None:
     """150 nodes, five-minute readings in microseconds, 300,000 rows in random order: the order NumPy's
-    lexsort gives (stable: ties keep input order)."""
+    lexsort gives (stable: ties keep input order), the keys sorted whole or in slices merged after."""
     rng = np.random.default_rng(7)
     n = 300_000
+    assert n >= packed_keys.PARALLEL_SORT_ROWS
     by = rng.integers(1, 151, n)
     inner = 1_700_000_000_000_000 + rng.integers(0, 2_000, n) * 300_000_000
     with ThreadPoolExecutor(2) as pool:
-        got = packed_order(np.array_split(by, 7), np.array_split(inner, 7), map_blocks=pool.map)
+        got = packed_order(np.array_split(by, 7), np.array_split(inner, 7), map_blocks=pool.map, sort_parts=sort_parts)
     want = np.lexsort((inner, by))
     assert got is not None
     assert np.array_equal(got.rows(0, n), want)

@@ -133,7 +133,13 @@ def packed(
         return None
     descending = bool(inner) and inner[0][1] == "descending"
     with HelperPool(SORT_THREADS) as pool:
-        return packed_order(by_values, inner_values, descending=descending, map_blocks=pool.map)  # type: ignore[arg-type]
+        return packed_order(
+            by_values,
+            inner_values,
+            descending=descending,
+            map_blocks=pool.map,  # type: ignore[arg-type]
+            sort_parts=SORT_THREADS,
+        )
 
 
 def packed_gatherer(
