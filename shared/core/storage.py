@@ -20,6 +20,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import time
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -175,6 +176,11 @@ def check_commit_protocol(uri: str, options: Mapping[str, str]) -> None:
 
 DELETE_BATCH = 128  # keys per batched delete (Azure allows 256 per blob batch, S3 1,000)
 DELETE_THREADS = 8
+# A delete is a POST on Azure and S3 (a batch, even of one key), which the client does not retry after a
+# transport error ("error sending request" on a connection the server closed): such a failure, one the
+# client did not already retry ("after N retries"), is tried again here.
+DELETE_ATTEMPTS = 3
+_CLIENT_RETRIED = re.compile(r"after \d+ retries")
 
 
 def _modified_ms(meta: Any) -> int:
@@ -425,7 +431,16 @@ class TableStorage:
         except BaseException:  # an absent key (some stores), or a batch cut off: settle key by key
             pass
         for key in keys:
-            self.delete(key)
+            for attempt in range(DELETE_ATTEMPTS):
+                try:
+                    self.delete(key)
+                    break
+                except AccessDeniedError:
+                    raise
+                except StorageError as exc:
+                    if attempt + 1 == DELETE_ATTEMPTS or _CLIENT_RETRIED.search(str(exc)):
+                        raise
+                    time.sleep(0.25 * 2**attempt)
 
     # ------------------------------------------------------------------ errors
     def _wrap(self, exc: BaseException, what: str) -> Exception:

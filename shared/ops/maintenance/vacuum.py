@@ -4,8 +4,10 @@ deltalake 1.6's ``DeltaTable.vacuum()`` does not do this right for deletion vect
 ("lite") mode deletes the data files of expired ``remove`` actions but never the vector files those
 actions name, and its ``full=True`` mode deletes every vector file, those live files still use too
 (measured on deltalake 1.6.6, also on Databricks-written tables); only when no live file carries a
-vector is its full mode safe for them. :func:`vacuum` runs deltalake's default vacuum for data files
-and :func:`vacuum_deletion_vectors` for vector files; ``deltaextras vacuum TABLE`` is the same.
+vector is its full mode safe for them. :func:`vacuum` deletes the data files deltalake's default vacuum
+names (asked as a dry run, then deleted in small batches here; no ``VACUUM START``/``END`` commit is
+written, as Spark writes none unless its vacuum logging is enabled) and :func:`vacuum_deletion_vectors`
+deletes the vector files; ``deltaextras vacuum TABLE`` is the same.
 
 A vector file is deleted when some ``remove`` action named it (so it was committed once) with a
 ``deletionTimestamp`` older than the retention, no unexpired ``remove`` names it, and no live file
@@ -60,7 +62,7 @@ from ..common.table import load_snapshot, table_args
 log = logging.getLogger(__name__)
 
 DEFAULT_RETENTION_HOURS = 168.0
-VACUUM_ATTEMPTS = 3  # deltalake's vacuum of the data files, tried again after a failed request
+VACUUM_ATTEMPTS = 3  # the vacuum of the data files, tried again after a failed request
 _INTERVAL = re.compile(r"^\s*(?:interval\s+)?(\d+(?:\.\d+)?)\s*([a-z]+)\s*$", re.IGNORECASE)
 _UNIT_HOURS = {
     "second": 1 / 3600,
@@ -178,8 +180,8 @@ def vacuum(
     dry_run: bool = True,
     storage_options: Mapping[str, str] | None = None,
 ) -> VacuumReport:
-    """deltalake's vacuum (default mode: the data files of expired ``remove`` actions), then
-    :func:`vacuum_deletion_vectors` for the vector files it leaves. ``retention_hours`` defaults to the
+    """The data files deltalake's default vacuum names (those of expired ``remove`` actions), deleted in
+    small batches, then :func:`vacuum_deletion_vectors` for the vector files. ``retention_hours`` defaults to the
     table's ``delta.deletedFileRetentionDuration`` (one week when unset); a value below it is honoured
     because it was asked for.
 
@@ -220,7 +222,10 @@ def vacuum(
 def _deltalake_data_files(
     uri: str, storage: TableStorage, stored: dict[str, int], hours: float, dry_run: bool
 ) -> list[str]:
-    """The data files deltalake's default vacuum deletes (or would), of those ``stored``."""
+    """The data files deltalake's default vacuum names (its dry run), of those ``stored``; unless ``dry_run``
+    they are deleted here, in batches of ``DELETE_BATCH`` keys, a batch that fails settled key by key.
+    deltalake's own deleting sends all of them at once, and a store slow to answer one of its large
+    batches failed the whole vacuum (measured on Azurite with thousands of files)."""
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError
 
@@ -236,15 +241,15 @@ def _deltalake_data_files(
             }
             data = sorted(named & stored.keys())
             if data and not dry_run:
-                dl.vacuum(retention_hours=retention, dry_run=False, enforce_retention_duration=False)
+                storage.delete_many(data)
             return data
-        except (DeltaError, OSError) as exc:
+        except (DeltaError, OSError, StorageError) as exc:
             # deleting thousands of objects may meet a failed request: what was deleted is gone, the next
             # attempt lists again and deletes the rest (vacuum only removes files no version reads)
             text = " ".join(str(exc).split())[:400] or type(exc).__name__
             if attempt + 1 == VACUUM_ATTEMPTS:
                 raise StorageError(
-                    f"deltalake's vacuum failed on {uri} ({VACUUM_ATTEMPTS} attempts): {text}; no vector file was "
+                    f"vacuum failed on {uri} ({VACUUM_ATTEMPTS} attempts): {text}; no vector file was "
                     "deleted; run vacuum again"
                 ) from None
             log.warning("vacuum of %s: attempt %d failed (%s); trying again", uri, attempt + 1, text[:200])
