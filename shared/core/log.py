@@ -72,6 +72,7 @@ class LogListing:
     commits: set[int] = field(default_factory=set)
     checkpoints: dict[int, list[str]] = field(default_factory=dict)  # version -> keys (complete sets)
     has_hint: bool = False  # whether _delta_log/_last_checkpoint exists
+    hint_checked: bool = False  # the hint was read and names a checkpoint this listing holds
     modified: dict[str, int] = field(default_factory=dict)  # key -> last modified, ms (list_log(modified=True))
 
     @property
@@ -82,13 +83,51 @@ class LogListing:
 def list_log(storage: TableStorage, *, modified: bool = False) -> LogListing:
     """List commits and complete checkpoints under ``_delta_log/`` (with ``modified``, also every object's
     last-modified time)."""
+    if modified:
+        stamps = {key: at for key, _size, at in storage.list_dir_modified(LOG_DIR)}
+        listing = _listing(list(stamps))
+        listing.modified = stamps
+        return listing
+    return _listing([key for key, _size in storage.list_dir(LOG_DIR)])
+
+
+def list_log_for(storage: TableStorage, version: int | None = None) -> LogListing:
+    """What reading ``version`` (default: the latest) needs of ``_delta_log/``: the entries from the checkpoint
+    ``_last_checkpoint`` names on, when that checkpoint is at or before ``version`` and listed; else the whole
+    log. A log keeps 30 days of commits by default: listed whole, it costs a request per 1,000 of them.
+
+    Example:
+        >>> import tempfile, pyarrow as pa
+        >>> from deltalake import write_deltalake, DeltaTable
+        >>> path = tempfile.mkdtemp()
+        >>> for _ in range(3):
+        ...     write_deltalake(path, pa.table({"k": [1]}), mode="append")
+        >>> DeltaTable(path).create_checkpoint()
+        >>> write_deltalake(path, pa.table({"k": [1]}), mode="append")
+        >>> listing = list_log_for(TableStorage(path))
+        >>> sorted(listing.commits), sorted(listing.checkpoints), listing.latest
+        ([2, 3], [2], 3)
+        >>> sorted(list_log_for(TableStorage(path), version=1).commits)  # before the checkpoint: all of it
+        [0, 1, 2, 3]
+    """
+    try:
+        hint = read_hint(storage)
+    except ValueError:  # a damaged hint: the whole listing, and replay says what is wrong
+        hint = None
+    start = hint.get("version") if hint else None
+    if isinstance(start, int) and not isinstance(start, bool) and start >= 0 and (version is None or start <= version):
+        # keys after "_delta_log/<start>" are commit <start> and what follows it (names are zero-padded)
+        listing = _listing([key for key, _size in storage.list_dir_after(LOG_DIR, f"{LOG_DIR}{start:020d}")])
+        if start in listing.checkpoints and (version is None or version <= listing.latest):
+            listing.has_hint = listing.hint_checked = True
+            return listing
+    return list_log(storage)
+
+
+def _listing(keys: list[str]) -> LogListing:
+    """The commits and complete checkpoints among the keys of a listing of ``_delta_log/``."""
     listing = LogListing()
     multipart: dict[tuple[int, int], list[str]] = {}
-    if modified:
-        listing.modified = {key: at for key, _size, at in storage.list_dir_modified(LOG_DIR)}
-        keys = list(listing.modified)
-    else:
-        keys = [key for key, _size in storage.list_dir(LOG_DIR)]
     for key in keys:
         name = key.rsplit("/", 1)[-1]
         if m := _COMMIT.match(name):
@@ -101,9 +140,9 @@ def list_log(storage: TableStorage, *, modified: bool = False) -> LogListing:
             multipart.setdefault((int(m.group(1)), int(m.group(3))), []).append(key)
         elif name == "_last_checkpoint":
             listing.has_hint = True
-    for (version, parts), keys in multipart.items():
-        if len(keys) == parts and version not in listing.checkpoints:
-            listing.checkpoints[version] = sorted(keys)
+    for (version, parts), parts_keys in multipart.items():
+        if len(parts_keys) == parts and version not in listing.checkpoints:
+            listing.checkpoints[version] = sorted(parts_keys)
     return listing
 
 
@@ -127,7 +166,7 @@ def read_hint(storage: TableStorage) -> dict[str, Any] | None:
 
 def latest_version(storage: TableStorage) -> int:
     """The newest commit version; :class:`TableNotFoundError` if there is no log."""
-    return _require_commits(storage, list_log(storage)).latest
+    return _require_commits(storage, list_log_for(storage)).latest
 
 
 def _require_commits(storage: TableStorage, listing: LogListing) -> LogListing:
@@ -240,6 +279,8 @@ def _apply_checked(state: LogState, actions: Iterable[Action], where: str, stora
 def _check_hint(storage: TableStorage, listing: LogListing) -> LogListing:
     """Refuse a ``_last_checkpoint`` that names a checkpoint the log does not hold: deltalake (which rewrites
     and checks rely on) refuses such a table, so every operation says so the same way, with the fix."""
+    if listing.hint_checked:
+        return listing
     hint = LOG_DIR + "_last_checkpoint"
     try:
         version = json.loads(storage.read(hint)).get("version")
@@ -271,7 +312,7 @@ def _readable(listing: LogListing, version: int) -> bool:
 
 def replay(storage: TableStorage, version: int, listing: LogListing | None = None) -> LogState:
     """Replay the log up to ``version`` from the newest complete checkpoint at or before it."""
-    listing = _require_commits(storage, listing or list_log(storage))
+    listing = _require_commits(storage, listing or list_log_for(storage, version))
     if version > listing.latest:
         raise InvalidArgumentError(f"version {version} of {storage.uri} does not exist yet (latest {listing.latest})")
     if listing.has_hint:

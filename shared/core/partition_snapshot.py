@@ -50,7 +50,7 @@ from .actions import (
 )
 from .arrays import bool_array, bool_numpy
 from .dv import keep_mask, read_deletion_vectors
-from .log import LOG_DIR, LogListing, LogState, _check_hint, check_metadata, commit_key, list_log
+from .log import LOG_DIR, LogListing, LogState, _check_hint, check_metadata, commit_key, list_log, list_log_for
 from .protocol import check_protocol
 from .schema import TableSchema
 from .snapshot import LiveFile, TableSnapshot
@@ -117,7 +117,7 @@ def read_head(
         >>> head.version, head.protocol.min_reader_version, head.partition_columns
         (0, 1, [])
     """
-    listing = listing or list_log(storage)
+    listing = listing or list_log_for(storage, version)
     if listing.latest < 0:
         from ..errors import TableNotFoundError
 

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from ..errors import CorruptDataError, StorageError, TableNotFoundError, UnsupportedFeatureError
 from .actions import Add, DeletionVectorDescriptor, Metadata, Protocol
 from .arrays import bool_numpy
-from .log import LogState, list_log, replay
+from .log import LogState, list_log_for, replay
 from .protocol import check_protocol, has_feature
 from .schema import TableSchema
 from .storage import TableStorage, location, log_path_to_key
@@ -145,7 +145,7 @@ class TableSnapshot:
         """Load a table at ``version`` (default: latest), refusing unsupported protocols by name
         (``for_writing=False``: only what reading needs, e.g. to inspect a table we would not rewrite)."""
         storage = storage or TableStorage(uri, storage_options)
-        listing = list_log(storage)
+        listing = list_log_for(storage, version)
         if version is None:
             version = listing.latest
         state = replay(storage, version, listing)

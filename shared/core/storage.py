@@ -352,6 +352,31 @@ class TableStorage:
         """``(key, size)`` of objects directly under ``prefix`` (one level)."""
         return [(str(m["path"]), int(m["size"])) for m in self._dir_objects(prefix)]
 
+    def list_dir_after(self, prefix: str, after: str) -> list[tuple[str, int]]:
+        """``(key, size)`` of objects directly under ``prefix`` whose keys sort after ``after`` (S3 and Azure
+        start the listing there: a log of thousands of commits is not listed from its first).
+
+        Example:
+            >>> import tempfile
+            >>> st = TableStorage(tempfile.mkdtemp())
+            >>> for k in ("d/1", "d/2", "d/3", "d/x/4"):
+            ...     st.put(k, b"")
+            >>> st.list_dir_after("d/", "d/1")
+            [('d/2', 0), ('d/3', 0)]
+        """
+        out: list[tuple[str, int]] = []
+        try:
+            for chunk in obstore.list(self._store, prefix=prefix, offset=after):
+                for meta in chunk:
+                    key = str(meta["path"])
+                    if "/" not in key[len(prefix) :]:
+                        out.append((key, int(meta["size"])))
+        except (FileNotFoundError, NotFoundError):
+            return []
+        except Exception as exc:
+            raise self._wrap(exc, f"list {prefix}") from None
+        return sorted(out)
+
     def list_dir_modified(self, prefix: str) -> list[tuple[str, int, int]]:
         """``(key, size, last modified in ms since the epoch)`` of objects directly under ``prefix``."""
         return [(str(m["path"]), int(m["size"]), _modified_ms(m)) for m in self._dir_objects(prefix)]

@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from ...core.log import latest_version, replay
+from ...core.log import list_log_for, replay
 from ...core.protocol import check_protocol
 from ...core.snapshot import TableSnapshot
 from ...core.storage import TableStorage
@@ -41,8 +41,9 @@ def load_snapshot(storage: TableStorage, version: int | None = None) -> TableSna
 
     Unlike :meth:`TableSnapshot.load` this does not open the table with deltalake.
     """
-    v = latest_version(storage) if version is None else version
-    state = replay(storage, v)
+    listing = list_log_for(storage, version)
+    v = listing.latest if version is None else version
+    state = replay(storage, v, listing)
     assert state.protocol is not None and state.metadata is not None
     check_protocol(state.protocol, dict(state.metadata.configuration or {}), state.metadata.schema_string)
     return TableSnapshot(storage, state, None)
