@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tempfile
 import uuid
 from typing import Any
 from urllib.parse import quote
@@ -33,6 +32,7 @@ from ...core.actions import Cdc
 from ...core.arrays import constant_array, scalar
 from ...core.storage import TableStorage
 from ...errors import CorruptDataError
+from .scratch import scratch_dir
 
 CHANGE_DIR = "_change_data"
 CHANGE_TYPE = "_change_type"
@@ -46,7 +46,7 @@ class ParquetSink:
     def __init__(self, storage: TableStorage, key: str, schema: pa.Schema) -> None:
         self.storage, self.key, self.rows = storage, key, 0
         local = storage.local_root
-        self.tmpdir = None if local is not None else tempfile.mkdtemp(prefix="deltaextras-delete-")
+        self.tmpdir = None if local is not None else scratch_dir("delete")
         if local is not None:
             self.path = str(local / key)
             os.makedirs(os.path.dirname(self.path), exist_ok=True)

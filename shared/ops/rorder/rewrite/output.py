@@ -8,7 +8,6 @@ import io
 import itertools
 import os
 import shutil
-import tempfile
 import threading
 import time
 import uuid
@@ -22,6 +21,7 @@ import pyarrow.parquet as pq
 
 from ....core.stats import StatsCollector
 from ....errors import CorruptDataError
+from ...common.scratch import scratch_dir
 from ..options import FOOTER_SHARE
 
 ROW_GROUP_MAX_BYTES = 128 * 1024 * 1024
@@ -188,7 +188,7 @@ class OutputWriter:
         self.dir = partition_dir(ordered, physical)
         self.log_partition_values = {physical[c]: v for c, v in ordered.items()}
         self.local = rewriter.storage.local_root
-        self.tmpdir = None if self.local else tempfile.mkdtemp(prefix="deltaextras-out-")
+        self.tmpdir = None if self.local else scratch_dir("out")
         self.files: list[OutputFile] = []
         self.row_group_rows = 1
         self._writer: pq.ParquetWriter | None = None

@@ -32,7 +32,6 @@ import functools
 import logging
 import os
 import shutil
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -59,6 +58,7 @@ from ....core.snapshot import LiveFile, TableSnapshot, open_data_file
 from ....core.stats import DEFAULT_INDEXED_COLUMNS
 from ....core.values import canonical, int_numpy, nan_mask
 from ....errors import CorruptDataError, InvalidArgumentError
+from ...common.scratch import scratch_dir
 from ..options import RorderOptions
 from .lanes import lane_count, split_values, value_groups, write_lanes, write_pipelined
 from .layout import LAYOUT_TAG, RUN_TAG, layout_signature, page_index_pays, sample_cardinality, writer_properties
@@ -414,7 +414,7 @@ class PartitionRewriter:
         if not wide:
             return {}
         base = os.environ.get("DELTAEXTRAS_SPILL_DIR") or None
-        self._spill_dir = tempfile.mkdtemp(prefix="deltaextras-spill-", dir=base)
+        self._spill_dir = scratch_dir("spill", base)
         writers: dict[int, Any] = {}
         paths: dict[int, str] = {}
         options = pa.ipc.IpcWriteOptions(compression=_spill_compression())
