@@ -40,6 +40,7 @@ from ..errors import (
     UnsupportedFeatureError,
     shown,
 )
+from .delete_pace import DeletePace
 
 # object_store HTTP client options: obstore takes them (bare, without an aws_/azure_ prefix) in
 # ``client_options``; inside ``config`` they make it panic.
@@ -174,8 +175,8 @@ def check_commit_protocol(uri: str, options: Mapping[str, str]) -> None:
         )
 
 
-DELETE_BATCH = 128  # keys per batched delete (Azure allows 256 per blob batch, S3 1,000)
-DELETE_THREADS = 8
+DELETE_BATCH = 128  # the most keys per batched delete (Azure allows 256 per blob batch, S3 1,000)
+DELETE_THREADS = 8  # the most batches in flight (fewer while the store answers slowly: DeletePace)
 # A delete is a POST on Azure and S3 (a batch, even of one key), which the client does not retry after a
 # transport error ("error sending request" on a connection the server closed): such a failure, one the
 # client did not already retry ("after N retries"), is tried again here.
@@ -429,9 +430,11 @@ class TableStorage:
             raise self._wrap(exc, f"delete {key}") from None
 
     def delete_many(self, keys: list[str]) -> None:
-        """Delete objects, absent ones being fine: in batches of ``DELETE_BATCH`` keys where the store
-        can (S3 ``DeleteObjects``, an Azure blob batch), a few batches at once; a batch that fails (it
-        may have partly landed) is settled key by key.
+        """Delete objects, absent ones being fine: in batches where the store can (S3 ``DeleteObjects``, an
+        Azure blob batch), at most ``DELETE_BATCH`` keys each and ``DELETE_THREADS`` at once, as many as the
+        store answers in time (:class:`~deltaextras.core.delete_pace.DeletePace`: a store slow to answer
+        is sent fewer, smaller batches); a batch that fails (it may have partly landed) is settled key by
+        key.
 
         Example:
             >>> import tempfile
@@ -441,20 +444,33 @@ class TableStorage:
             >>> st.delete_many(["a/1", "a/2", "a/absent"]); list(st.list("a/"))
             []
         """
-        chunks = [list(keys[i : i + DELETE_BATCH]) for i in range(0, len(keys), DELETE_BATCH)]
-        if not chunks:
+        if not keys:
             return
-        with ThreadPoolExecutor(min(DELETE_THREADS, len(chunks))) as pool:
-            list(pool.map(self._delete_batch, chunks))
+        pace = DeletePace(batch=DELETE_BATCH, lanes=DELETE_THREADS)
+        at = 0
+        with ThreadPoolExecutor(min(DELETE_THREADS, -(-len(keys) // DELETE_BATCH))) as pool:
+            while at < len(keys):
+                chunks = []
+                for _ in range(pace.lanes):
+                    if at < len(keys):
+                        chunks.append(keys[at : at + pace.size])
+                        at += pace.size
+                rounds = list(pool.map(self._delete_batch, chunks))
+                pace.update(longest=max(seconds for seconds, _ in rounds), failed=any(f for _, f in rounds))
 
-    def _delete_batch(self, keys: list[str]) -> None:
+    def _delete_batch(self, keys: list[str]) -> tuple[float, bool]:
+        """Delete ``keys`` as one batch, settled key by key when it fails; (seconds the batch took, whether
+        it failed)."""
+        started = time.monotonic()
         try:
             obstore.delete(self._store, keys)
-            return
+            return time.monotonic() - started, False
+        except (FileNotFoundError, NotFoundError):  # an absent key (some stores): settle key by key
+            took, failed = time.monotonic() - started, False
         except (KeyboardInterrupt, SystemExit):
             raise
-        except BaseException:  # an absent key (some stores), or a batch cut off: settle key by key
-            pass
+        except BaseException:  # a batch cut off, or refused: it may have partly landed
+            took, failed = time.monotonic() - started, True
         for key in keys:
             for attempt in range(DELETE_ATTEMPTS):
                 try:
@@ -466,6 +482,7 @@ class TableStorage:
                     if attempt + 1 == DELETE_ATTEMPTS or _CLIENT_RETRIED.search(str(exc)):
                         raise
                     time.sleep(0.25 * 2**attempt)
+        return took, failed
 
     # ------------------------------------------------------------------ errors
     def _wrap(self, exc: BaseException, what: str) -> Exception:

@@ -22,8 +22,12 @@ applies its fault to the first ``times`` matching requests (later ones pass thro
     than the client's ``timeout``) and close it. The write landed before the client gave up. (Holding the
     request *before* forwarding would let the client's retry land first and the late original fail its
     precondition or rewrite the same bytes: a harmless order, so the proxy does not offer it.)
+``"slow"``
+    forward the request, read the answer, hold it for ``delay`` seconds, then send it: a store that is
+    slow to answer but answers (the connection stays open).
 
-Every request is recorded (method, path, what happened) and each rule counts the faults it fired, so a
+Every request is recorded (method, path, what happened, when it arrived and when it was answered) and
+each rule counts the faults it fired, so a
 test asserts that its fault really fired. Bounded: at most ``max_connections`` client connections at once
 (further ones are refused by closing them), every upstream call has a timeout, :meth:`FaultProxy.stop`
 closes every socket and joins every thread. Loopback only.
@@ -42,11 +46,12 @@ import http.client
 import re
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
 HOST = "127.0.0.1"
-ACTIONS = ("503", "drop", "timeout")
+ACTIONS = ("503", "drop", "timeout", "slow")
 _HOP_BY_HOP = {
     "connection",
     "keep-alive",
@@ -93,6 +98,23 @@ class Seen:
     method: str
     path: str
     outcome: str
+    started: float = 0.0  # time.monotonic() when the request arrived
+    ended: float = 0.0  # ... when its answer was sent or withheld
+
+
+def most_at_once(seen: list[Seen]) -> int:
+    """The most of ``seen`` in flight at one moment (arrived and not yet answered).
+
+    Example:
+        >>> most_at_once([Seen("POST", "/", "202", a, b) for a, b in ((0, 2), (1, 3), (3, 4))])
+        2
+    """
+    events = sorted([(s.started, 1) for s in seen] + [(s.ended, -1) for s in seen], key=lambda e: (e[0], e[1]))
+    most = now = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most
 
 
 class FaultProxy:
@@ -176,9 +198,9 @@ class FaultProxy:
                         return rule
         return None
 
-    def _record(self, method: str, path: str, outcome: str) -> None:
+    def _record(self, method: str, path: str, outcome: str, started: float) -> None:
         with self._lock:
-            self.seen.append(Seen(method, path, outcome))
+            self.seen.append(Seen(method, path, outcome, started, time.monotonic()))
 
     # ------------------------------------------------------------------ serving
     def _spawn(self, target: object, *args: object) -> None:
@@ -227,13 +249,17 @@ class FaultProxy:
     ) -> bool:
         """Serve one request; False when the client connection must end."""
         path = target.split("?", 1)[0]
+        started = time.monotonic()
         rule = self._pick(method, path)
         status, reason, resp_headers, data = self._forward(method, target, headers, body)
-        if rule is None:
-            self._record(method, path, str(status))
+        if rule is not None and rule.action == "slow":
+            self._stopping.wait(rule.delay)
+        if rule is None or rule.action == "slow":
+            # recorded before the answer goes out: a client that has its answer finds its request recorded
+            self._record(method, path, str(status) if rule is None else f"slow (upstream {status})", started)
             conn.sendall(_response(method, status, reason, resp_headers, data))
             return True
-        self._record(method, path, f"{rule.action} (upstream {status})")
+        self._record(method, path, f"{rule.action} (upstream {status})", started)
         if rule.action == "503":
             text = b"<?xml version='1.0'?><Error><Code>ServerBusy</Code><Message>injected</Message></Error>"
             head = (

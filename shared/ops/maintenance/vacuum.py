@@ -223,7 +223,8 @@ def _deltalake_data_files(
     uri: str, storage: TableStorage, stored: dict[str, int], hours: float, dry_run: bool
 ) -> list[str]:
     """The data files deltalake's default vacuum names (its dry run), of those ``stored``; unless ``dry_run``
-    they are deleted here, in batches of ``DELETE_BATCH`` keys, a batch that fails settled key by key.
+    they are deleted here (:meth:`TableStorage.delete_many`: batches paced by the store's answers, a batch
+    that fails settled key by key).
     deltalake's own deleting sends all of them at once, and a store slow to answer one of its large
     batches failed the whole vacuum (measured on Azurite with thousands of files)."""
     from deltalake import DeltaTable

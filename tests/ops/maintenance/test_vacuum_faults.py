@@ -7,12 +7,13 @@ to run vacuum again."""
 from __future__ import annotations
 
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
-from faultproxy import FaultProxy, Rule, through
+from faultproxy import FaultProxy, Rule, most_at_once, through
 from oracle import checksum
 from services import emulator_root
 
@@ -98,3 +99,25 @@ def test_a_delete_without_an_answer_in_time_is_sent_again(cloud: tuple[str, str,
         storage.delete_many(keys)
         assert rule.fired == 2
     assert sorted(k for k, _ in TableStorage(uri, direct).list("")) == ["keep.txt"]
+
+
+def test_a_store_slow_to_answer_deletes_is_sent_one_batch_at_a_time(
+    cloud: tuple[str, str, dict[str, str], int],
+) -> None:
+    """Deletes sent all at once to a store that answers slowly queue more work than the client's timeout
+    covers (Azurite under a day's vacuum at 15,000 nodes stopped answering): after a round of slow batches
+    ``delete_many`` sends one batch at a time, and every key is still deleted."""
+    name, root, direct, port = cloud
+    uri = f"{root}/t-{uuid.uuid4().hex[:8]}"
+    storage = TableStorage(uri, direct)
+    keys = [f"p=0/f{i:04d}.parquet" for i in range(400)]  # four full batches
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda key: storage.put(key, b"x"), keys))
+    with FaultProxy(port) as proxy:
+        rule = proxy.add(Rule("POST", r"/vacuum-faults/?$", "slow", times=1000, delay=2.5))
+        TableStorage(uri, through(name, direct, proxy)).delete_many(keys)
+        posts = sorted(proxy.requests("POST", r"/vacuum-faults/?$"), key=lambda s: s.started)
+    assert rule.fired == len(posts) >= 3
+    assert most_at_once(posts) <= 2, [(round(s.started, 1), round(s.ended, 1)) for s in posts]
+    assert most_at_once(posts[2:]) == 1, [(round(s.started, 1), round(s.ended, 1)) for s in posts]
+    assert list(storage.list("p=0/")) == []
