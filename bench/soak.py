@@ -519,7 +519,13 @@ class Week:
                         self.sail.sql(
                             f"UPDATE delta.`{uri}` SET quality = CAST(quality + 1 AS INT) WHERE node_id = {node}"
                         ).collect()
-                except Exception:  # a conflict with a worker's commit: the pipeline retries
+                except Exception as exc:  # a conflict with a worker's commit: the pipeline retries
+                    what = " ".join(str(exc).split())[:300] or type(exc).__name__
+                    print(
+                        f"hour {h + 1}: the users' change of {name} failed (attempt {attempt + 1}): {what}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     time.sleep(0.5 * (attempt + 1))
                     continue
                 table = self.expected(name)
@@ -530,6 +536,8 @@ class Week:
                 self.truth[name] = [table.set_column(table.schema.get_field_index("quality"), "quality", quality)]
                 self._fired("update_race" if self.sail is None else "sail_merge" if racing else "sail_update")
                 break
+            else:  # eight conflicts in a row: the users' pipeline gives up this change (the truth keeps it out)
+                self._fired("users_change_gave_up")
 
     def _retention_delete(self, day: int) -> None:
         """The day's retention delete with deletion vectors (readings older than ``retention_hours``)."""
