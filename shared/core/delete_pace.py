@@ -13,7 +13,7 @@ took longer than ``slow`` seconds or failed, and grows back (keys per batch firs
 flight) after a round in which every batch took less than ``fast`` seconds.
 
 Example:
-    >>> pace = DeletePace(batch=128, lanes=8, start_lanes=2)
+    >>> pace = DeletePace(batch=128, most_lanes=8, start_lanes=2)
     >>> pace.lanes, pace.size
     (2, 128)
     >>> pace.update(longest=0.1, failed=False); pace.lanes
@@ -36,16 +36,16 @@ class DeletePace:
     """The window of deletes in flight: ``lanes`` batches of ``size`` keys per round (see the module)."""
 
     batch: int  # the most keys a batch carries
-    lanes: int  # the most batches in flight; becomes the current number
+    most_lanes: int  # the most batches in flight
     start_lanes: int = 2
     slow: float = 2.0  # a batch slower than this (seconds) narrows the window
     fast: float = 0.5  # a round whose batches all took less than this widens it
     min_size: int = 8
-    size: int = field(init=False)
-    most_lanes: int = field(init=False)
+    lanes: int = field(init=False)  # batches in flight now
+    size: int = field(init=False)  # keys per batch now
 
     def __post_init__(self) -> None:
-        self.most_lanes = max(1, self.lanes)
+        self.most_lanes = max(1, self.most_lanes)
         self.lanes = max(1, min(self.start_lanes, self.most_lanes))
         self.size = max(1, self.batch)
 

@@ -446,7 +446,7 @@ class TableStorage:
         """
         if not keys:
             return
-        pace = DeletePace(batch=DELETE_BATCH, lanes=DELETE_THREADS)
+        pace = DeletePace(batch=DELETE_BATCH, most_lanes=DELETE_THREADS)
         at = 0
         with ThreadPoolExecutor(min(DELETE_THREADS, -(-len(keys) // DELETE_BATCH))) as pool:
             while at < len(keys):

@@ -109,7 +109,7 @@ def most_at_once(seen: list[Seen]) -> int:
         >>> most_at_once([Seen("POST", "/", "202", a, b) for a, b in ((0, 2), (1, 3), (3, 4))])
         2
     """
-    events = sorted([(s.started, 1) for s in seen] + [(s.ended, -1) for s in seen], key=lambda e: (e[0], e[1]))
+    events = sorted([(s.started, 1) for s in seen] + [(s.ended, -1) for s in seen])  # an end before a start
     most = now = 0
     for _, step in events:
         now += step

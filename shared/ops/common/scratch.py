@@ -29,7 +29,8 @@ import threading
 import time
 
 STALE_SECONDS = 3600.0
-_NAME = re.compile(r"^deltaextras-(?:out|spill|delete)-(\d+)-")
+KINDS = ("out", "spill", "delete")  # what a scratch directory holds: outputs, spilled passes, change files
+_NAME = re.compile(rf"^deltaextras-(?:{'|'.join(KINDS)})-(\d+)-")
 _swept: set[str] = set()
 _lock = threading.Lock()
 
@@ -37,7 +38,10 @@ _lock = threading.Lock()
 def scratch_dir(kind: str, parent: str | None = None) -> str:
     """A new directory ``deltaextras-<kind>-<pid>-<random>`` under ``parent`` (the system's temporary
     directory by default); the first call per parent in a process first removes the stale directories
-    of dead processes there (:func:`sweep`). The caller removes the directory when done."""
+    of dead processes there (:func:`sweep`). ``kind`` is one of :data:`KINDS` (the sweep knows those
+    names only). The caller removes the directory when done."""
+    if kind not in KINDS:
+        raise ValueError(f"scratch kind must be one of {KINDS}, not {kind!r}")
     root = os.path.abspath(parent or tempfile.gettempdir())
     with _lock:
         first = root not in _swept
