@@ -79,9 +79,11 @@ class LiveFile:
         return dict(self.add.tags or {})
 
 
-def open_data_file(storage: TableStorage, f: LiveFile, *, pre_buffer: bool) -> pq.ParquetFile:
+def open_data_file(storage: TableStorage, f: LiveFile, *, pre_buffer: bool, whole: bool = False) -> pq.ParquetFile:
     """A live data file opened for reading (INT96 timestamps as microseconds); a missing or unreadable
-    file is a :class:`CorruptDataError` that says which file and what to do.
+    file is a :class:`CorruptDataError` that says which file and what to do. ``whole``: the object is
+    fetched in one request and read from memory (small files on object storage: read by ranges, the
+    footer and the data would each be a round trip).
 
     Example:
         >>> import tempfile, pyarrow as pa
@@ -93,9 +95,8 @@ def open_data_file(storage: TableStorage, f: LiveFile, *, pre_buffer: bool) -> p
         2
     """
     try:
-        return pq.ParquetFile(
-            storage.open_input(f.key, f.size), pre_buffer=pre_buffer, coerce_int96_timestamp_unit="us"
-        )
+        source = pa.BufferReader(storage.read(f.key)) if whole else storage.open_input(f.key, f.size)
+        return pq.ParquetFile(source, pre_buffer=pre_buffer and not whole, coerce_int96_timestamp_unit="us")
     except FileNotFoundError:
         raise CorruptDataError(
             f"data file {f.path} is in the log but missing from storage; run FSCK/repair first"

@@ -77,6 +77,8 @@ PASS_HEADROOM = 1.25  # a pass's rows plus one reordered column fit this many bu
 RELEASE_EVERY = 16 * 1024 * 1024
 READ_THREADS = 2
 OPEN_THREADS = 4
+WHOLE_FILE_BYTES = 4 * 1024 * 1024  # object-store inputs up to this size are fetched whole, in one request
+WHOLE_SHARE = 4  # ... as long as together they stay within a quarter of the memory budget
 COMBINE_THREADS = 2
 GATHER_GROUPS = 16  # a pass's values are gathered in about this many groups
 DIRECT_SPAN = 1 << 20  # integer values spanning fewer than this are routed to passes by one array lookup
@@ -209,20 +211,24 @@ class PartitionRewriter:
 
     # ------------------------------------------------------------------ inputs
     def _open_inputs(self) -> None:
-        masks = self.snapshot.selection_vectors(self.files) if any(f.dv for f in self.files) else {}
+        vectors = any(f.dv for f in self.files)
         pre_buffer = self.storage.local_root is None
+        whole = whole_reads(self.files, self.options.memory_budget) if pre_buffer else set()
 
-        def open_one(f: LiveFile) -> tuple[pq.ParquetFile, dict[str, float]]:
-            pf = open_data_file(self.storage, f, pre_buffer=pre_buffer)
+        def open_one(i: int) -> tuple[pq.ParquetFile, dict[str, float]]:
+            pf = open_data_file(self.storage, self.files[i], pre_buffer=pre_buffer, whole=i in whole)
             return pf, self._decoded_widths(pf)
 
         if pre_buffer and len(self.files) > 1:
-            # On object storage each footer is a round trip: a few at a time. (Local footers parse
-            # faster on one thread.)
+            # On object storage each footer (or small file) is a round trip: a few at a time, while the
+            # deletion vectors are read beside them. (Local footers parse faster on one thread.)
             with HelperPool(OPEN_THREADS) as pool:
-                opened = list(pool.map(open_one, self.files))
+                loading = pool.submit(self.snapshot.selection_vectors, self.files) if vectors else None
+                opened = list(pool.map(open_one, range(len(self.files))))
+                masks = loading.result() if loading is not None else {}
         else:
-            opened = [open_one(f) for f in self.files]
+            masks = self.snapshot.selection_vectors(self.files) if vectors else {}
+            opened = [open_one(i) for i in range(len(self.files))]
         for fi, (f, (pf, widths)) in enumerate(zip(self.files, opened, strict=True)):
             md = pf.metadata
             mask = masks.get(f.path)
@@ -722,6 +728,31 @@ def _spill_compression() -> str | None:
     if codec not in ("lz4", "zstd"):
         raise InvalidArgumentError(f"DELTAEXTRAS_SPILL_COMPRESSION={codec!r}: use none, lz4 or zstd")
     return codec
+
+
+def whole_reads(files: list[LiveFile], budget: int) -> set[int]:
+    """Which of ``files`` (on object storage) to fetch whole when opened: those of at most
+    ``WHOLE_FILE_BYTES``, smallest first, while together they fit a ``WHOLE_SHARE``-th of ``budget``. A
+    small file read by ranges costs two round trips (its footer, then its data, the second one in the
+    reading thread); fetched whole it costs one, on the threads that open the inputs.
+
+    Example:
+        >>> from types import SimpleNamespace as F
+        >>> sorted(whole_reads([F(size=3 << 20), F(size=100), F(size=0), F(size=50 << 20)], 16 << 20))
+        [0, 1]
+        >>> sorted(whole_reads([F(size=3 << 20), F(size=2 << 20)], 12 << 20))
+        [1]
+    """
+    room = budget // WHOLE_SHARE
+    chosen: set[int] = set()
+    for i in sorted(range(len(files)), key=lambda i: files[i].size or 0):
+        size = files[i].size or 0
+        if size > WHOLE_FILE_BYTES or size > room:
+            break
+        if size > 0:
+            chosen.add(i)
+            room -= size
+    return chosen
 
 
 def _prefetched(items: Iterator[Any]) -> Iterator[Any]:
