@@ -23,7 +23,6 @@ import pyarrow.parquet as pq
 
 from ..errors import CorruptDataError, StorageError, TableNotFoundError, UnsupportedFeatureError
 from .actions import Add, DeletionVectorDescriptor, Metadata, Protocol
-from .arrays import bool_numpy
 from .log import LogState, list_log_for, replay
 from .protocol import check_protocol, has_feature
 from .schema import TableSchema
@@ -203,43 +202,10 @@ class TableSnapshot:
         return merge_spellings(groups, self.schema.partition_type(column), lambda a, b: a + b)
 
     def selection_vectors(self, files: list[LiveFile]) -> dict[str, np.ndarray]:
-        """Keep-masks (True = live row) of the given files that carry deletion vectors, by log path."""
-        wanted = {f.key: f.path for f in files if f.dv}
-        if not wanted:
-            return {}
-        out: dict[str, np.ndarray] = {}
-        if not deltalake_can_read(self.protocol):
-            return _own_selection_vectors(self.storage, [f for f in files if f.dv])
-        from deltalake.exceptions import DeltaError
-
-        roots = _roots(self.deltalake_table, self.storage)
-        try:
-            for batch in self.deltalake_table.deletion_vectors():
-                rb = pa.record_batch(batch) if not isinstance(batch, pa.RecordBatch) else batch
-                paths = rb.column("filepath").to_pylist()
-                vectors = rb.column("selection_vector")
-                for i, uri in enumerate(paths):
-                    key = _their_key(uri, roots, self.storage, is_url="://" in uri)
-                    if key in wanted:
-                        out[wanted[key]] = bool_numpy(vectors[i].values)
-        except (DeltaError, OSError) as exc:
-            text = _first_line(exc)
-            if "not found" in text.lower() or isinstance(exc, FileNotFoundError):
-                raise CorruptDataError(
-                    f"a deletion vector file named by the log of {self.storage.uri} is missing ({text}); "
-                    "the table is damaged, repair it first"
-                ) from None
-            if any(sign in text.lower() for sign in _TRANSIENT):
-                raise StorageError(
-                    f"deltalake could not read the deletion vectors of {self.storage.uri}: {text}"
-                ) from None
-            raise CorruptDataError(f"deletion vectors of {self.storage.uri} cannot be read: {text}") from None
-        missing = [p for k, p in wanted.items() if p not in out]
-        if missing:
-            raise CorruptDataError(
-                f"deletion vector of {missing[0]} could not be read through deltalake; refusing to rewrite"
-            )
-        return out
+        """Keep-masks (True = live row) of the given files that carry deletion vectors, by log path: each
+        vector file fetched once, up to the last vector needed (:func:`deltaextras.core.dv.read_deletion_vectors`;
+        deltalake's reader fetches every vector of the table, one request each)."""
+        return _own_selection_vectors(self.storage, [f for f in files if f.dv])
 
 
 # Reader features deltalake cannot open a table with: the vectors of such a table are read by our own reader.
