@@ -526,7 +526,8 @@ class Week:
                 except Exception as exc:  # a conflict with a worker's commit: the pipeline retries
                     what = " ".join(str(exc).split())[:300] or type(exc).__name__
                     print(
-                        f"hour {h + 1}: the users' change of {name} failed (attempt {attempt + 1}): {what}",
+                        f"hour {h + (0 if racing else 1)}: the users' change of {name} failed "
+                        f"(attempt {attempt + 1}): {what}",
                         file=sys.stderr,
                         flush=True,
                     )
