@@ -13,6 +13,7 @@ delete grows with the blobs it holds, so this is where sending too much at once 
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import sys
 import tempfile
@@ -33,7 +34,8 @@ def main() -> int:
     p.add_argument("--blobs", type=int, default=30_000, help="objects in the container before the deletes")
     p.add_argument("--delete", type=int, default=5_000, help="how many of them to delete")
     a = p.parse_args()
-    az = Azurite.start(Path(tempfile.mkdtemp(prefix="store-deletes-")))
+    scratch = Path(tempfile.mkdtemp(prefix="store-deletes-"))
+    az = Azurite.start(scratch)
     try:
         az.create_container("deletes")
         options = dict(az.storage_options)
@@ -84,6 +86,7 @@ def main() -> int:
         return 0 if outcome == "all deleted" and left == expected else 1
     finally:
         az.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":

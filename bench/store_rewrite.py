@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -97,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     from _proxy import CountingProxy
     from services import Azurite
 
-    az = Azurite.start(Path(tempfile.mkdtemp(prefix="store-rewrite-")))
+    scratch = Path(tempfile.mkdtemp(prefix="store-rewrite-"))
+    az = Azurite.start(scratch)
     proxy = CountingProxy("127.0.0.1", az.blob_port)
     try:
         az.create_container("rewrite")
@@ -144,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         proxy.stop()
         az.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":
