@@ -204,11 +204,21 @@ class TableSnapshot:
     def selection_vectors(self, files: list[LiveFile]) -> dict[str, np.ndarray]:
         """Keep-masks (True = live row) of the given files that carry deletion vectors, by log path: each
         vector file fetched once, up to the last vector needed (:func:`deltaextras.core.dv.read_deletion_vectors`;
-        deltalake's reader fetches every vector of the table, one request each)."""
-        return _own_selection_vectors(self.storage, [f for f in files if f.dv])
+        deltalake's reader fetches every vector of the table, one request each). A mask is as long as the
+        file's ``numRecords``, or reaches its last deleted row when the statistics have no count (readers
+        pad the rest as live)."""
+        from .dv import keep_mask, read_deletion_vectors
+
+        carrying = [f for f in files if f.dv]
+        out: dict[str, np.ndarray] = {}
+        for f, deleted in zip(carrying, read_deletion_vectors(self.storage, [f.dv for f in carrying]), strict=True):
+            records = f.add.stats_dict().get("numRecords")
+            rows = int(records) if isinstance(records, int) else (deleted.max() + 1 if len(deleted) else 0)
+            out[f.path] = keep_mask(deleted, rows)
+        return out
 
 
-# Reader features deltalake cannot open a table with: the vectors of such a table are read by our own reader.
+# Reader features deltalake cannot open a table with.
 _DELTALAKE_UNREADABLE = ("typeWidening", "typeWidening-preview")
 
 
@@ -236,19 +246,6 @@ def deltalake_can_write(protocol: Protocol) -> bool:
     return deltalake_can_read(protocol) and not any(
         name in (protocol.writer_features or []) for name in _DELTALAKE_UNWRITABLE
     )
-
-
-def _own_selection_vectors(storage: TableStorage, files: list[LiveFile]) -> dict[str, np.ndarray]:
-    """Keep-masks read by :mod:`deltaextras.core.dv` (as long as the file's ``numRecords``, or up to its last
-    deleted row when the statistics have no count: readers pad the rest as live)."""
-    from .dv import keep_mask, read_deletion_vectors
-
-    out: dict[str, np.ndarray] = {}
-    for f, deleted in zip(files, read_deletion_vectors(storage, [f.dv for f in files]), strict=True):
-        records = f.add.stats_dict().get("numRecords")
-        rows = int(records) if isinstance(records, int) else (deleted.max() + 1 if len(deleted) else 0)
-        out[f.path] = keep_mask(deleted, rows)
-    return out
 
 
 def _relative_key(uri: str, roots: list[str], *, is_url: bool) -> str:
