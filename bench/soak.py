@@ -490,7 +490,7 @@ class Week:
                 self._fired("dropped_reply", rule.fired)
         # the users' UPDATE: once before the workers drain the queue, once while they run
         self._race_update(h)
-        racer = threading.Thread(target=self._race_update, args=(h + 1, True), daemon=True)
+        racer = threading.Thread(target=self._race_update, args=(h, True), daemon=True)
         racer.start()
         faults.append("update_race")
         return faults, 1, children, racer
@@ -498,36 +498,37 @@ class Week:
     def _race_update(self, h: int, racing: bool = False) -> None:
         """The users' pipeline changes one node's quality flag, retried on a conflict: through Sail when the
         run has a Sail server (an UPDATE before the workers drain, a MERGE while they run), else through
-        deltalake's UPDATE."""
+        deltalake's UPDATE. The racing change takes the next node."""
         import pyarrow.compute as pc
         from deltalake import DeltaTable
 
-        node = h % self.cfg.nodes
+        node = (h + racing) % self.cfg.nodes
         for name, uri in self.uris.items():
             # a pipeline names the partition it changes: without it, Sail's MERGE reads every row group of
             # the table, one request each (minutes on a week's table, during which the workers commit)
-            part = f"node_id_range = {node // RANGE_WIDTH} AND " if name == "partitioned" else ""
+            scope = f"node_id_range = {node // RANGE_WIDTH}" if name == "partitioned" else None
+            where = f"{scope} AND node_id = {node}" if scope else f"node_id = {node}"
+            on = f"t.{scope} AND t.node_id = s.node_id" if scope else "t.node_id = s.node_id"
             for attempt in range(8):
                 try:
                     if self.sail is None:
                         DeltaTable(uri, storage_options=self.opts).update(
-                            updates={"quality": "quality + 1"}, predicate=f"{part}node_id = {node}"
+                            updates={"quality": "quality + 1"}, predicate=where
                         )
                     elif racing:
                         self.sail.sql(
                             f"MERGE INTO delta.`{uri}` AS t USING (SELECT CAST({node} AS BIGINT) AS node_id) AS s "
-                            f"ON {part and 't.' + part}t.node_id = s.node_id "
+                            f"ON {on} "
                             "WHEN MATCHED THEN UPDATE SET quality = CAST(t.quality + 1 AS INT)"
                         ).collect()
                     else:
                         self.sail.sql(
-                            f"UPDATE delta.`{uri}` SET quality = CAST(quality + 1 AS INT) WHERE {part}node_id = {node}"
+                            f"UPDATE delta.`{uri}` SET quality = CAST(quality + 1 AS INT) WHERE {where}"
                         ).collect()
                 except Exception as exc:  # a conflict with a worker's commit: the pipeline retries
                     what = " ".join(str(exc).split())[:300] or type(exc).__name__
                     print(
-                        f"hour {h + (0 if racing else 1)}: the users' change of {name} failed "
-                        f"(attempt {attempt + 1}): {what}",
+                        f"hour {h + 1}: the users' change of {name} failed (attempt {attempt + 1}): {what}",
                         file=sys.stderr,
                         flush=True,
                     )
