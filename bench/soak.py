@@ -22,6 +22,12 @@ orchestrator Lambda on a scheduled event, the worker Lambda fed by an emulated S
 (batches of one; failures made visible again; the queue's redrive policy and our handler fill the
 dead-letter queue), the same faults (the poison body is not JSON there).
 
+``--clustered`` (with ``--cloud aws``) adds a third table the way its users keep it: created ``CLUSTER BY
+(node_id)`` with deletion vectors and appended every five minutes by Apache Spark with Delta Lake (the JVM,
+through S3A on moto S3; Azurite is out of Spark's reach), its UPDATE and racing MERGE through the same
+Spark session; the same function app maintains it by value ranges. A week of Spark appends does not fit a
+run at full size: this is the shorter run beside the week.
+
 After every hour: the content through deltalake and polars against the bench's own ground truth
 (checksums, not counts), stored bytes by kind beside live bytes, log versions, write amplification,
 point-query bytes and requests through deltalake and Sail (a counting proxy), orchestrator and worker seconds
@@ -30,6 +36,7 @@ a PNG when matplotlib is installed.
 
     python bench/soak.py --nodes 1500 --hours 6
     python bench/soak.py --cloud aws --nodes 300 --days 1
+    python bench/soak.py --cloud aws --clustered --nodes 300 --hours 12 --day-hours 6
 
 :func:`run_week` is the driver; ``tests/app/test_week.py`` runs a CI-sized week through it.
 """
@@ -95,6 +102,7 @@ class WeekConfig:
     sail: bool = True  # the point query through Sail too (a Spark Connect server reading through the proxy)
     table_options: dict[str, Any] = field(default_factory=dict)  # more keys of both tables' entries
     cloud: str = "azure"  # "azure": the function app on Azurite; "aws": the Lambda adapter on moto S3 + SQS
+    clustered: bool = False  # a third table CLUSTER BY (node_id), written by Apache Spark (cloud "aws" only)
     seed: int = 7
 
     @property
@@ -315,6 +323,8 @@ class Week:
         self.opts = dict(side.opts)
         base = uuid.uuid4().hex[:8]
         self.uris = {"partitioned": f"{side.root}/{base}-ranged", "unpartitioned": f"{side.root}/{base}-flat"}
+        if cfg.clustered:
+            self.uris["clustered"] = f"{side.root}/{base}-clustered"
         self.truth: dict[str, list[pa.Table]] = {name: [] for name in self.uris}
         self.seen_paths: dict[str, set[str]] = {name: set() for name in self.uris}
         self.log_cursor = dict.fromkeys(self.uris, -1)
@@ -323,10 +333,15 @@ class Week:
         self.step = 0
         self.proxy: Any = None
         self.sail: Any = None  # a Spark Connect session of a Sail server reading through the proxy
+        self.spark: Any = None  # the users' Apache Spark session (JVM) writing the clustered table
+        self.own_spark = False  # started here (and stopped at the end), not handed in by the caller
+        self.spark_uri = ""  # the clustered table as Spark names it (s3a://)
         tables = [
             {"uri": self.uris["partitioned"], **TABLE_OPTIONS, **cfg.table_options},
             {"uri": self.uris["unpartitioned"], "by": "node_id", **TABLE_OPTIONS, **cfg.table_options},
         ]
+        if cfg.clustered:  # the clustering column is the table's: no "by"
+            tables.append({"uri": self.uris["clustered"], **TABLE_OPTIONS, **cfg.table_options})
         self.env = {**side.app_env(json.dumps(tables)), "SOAK_CLOUD": side.name}
         self._saved_env = {name: os.environ.get(name) for name in [*self.env, *side.cleared, "SOAK_HOUR_SECONDS"]}
         os.environ.update(self.env)
@@ -373,8 +388,27 @@ class Week:
             storage_options=self.opts,
         )
         write_deltalake(self.uris["unpartitioned"], batch.schema.empty_table(), storage_options=self.opts)
-        for uri in self.uris.values():
+        for uri in (self.uris["partitioned"], self.uris["unpartitioned"]):
             enable_deletion_vectors(uri, storage_options=self.opts)
+        if self.cfg.clustered:
+            self._create_clustered()
+
+    def _create_clustered(self) -> None:
+        """The clustered table as its users create it: through Spark SQL, ``CLUSTER BY (node_id)``, with
+        deletion vectors."""
+        import delta_spark
+
+        if self.spark is None:
+            reason = delta_spark.unavailable()
+            if reason:
+                raise SystemExit(f"--clustered needs Apache Spark with Delta Lake: {reason}")
+            self.spark, self.own_spark = delta_spark.start_session("deltaextras-soak"), True
+        self.spark_uri = delta_spark.s3a_uri(self.spark, self.uris["clustered"], self.opts)
+        self.spark.sql(
+            f"CREATE TABLE delta.`{self.spark_uri}` (node_id BIGINT, utc_time TIMESTAMP, temperature DOUBLE, "
+            "humidity DOUBLE, voltage DOUBLE, quality INT) USING delta CLUSTER BY (node_id) "
+            "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"
+        )
 
     def append(self) -> None:
         from deltalake import write_deltalake
@@ -384,6 +418,8 @@ class Week:
         batch = self._batch()
         append_ranged(self.uris["partitioned"], batch, storage_options=self.opts)
         write_deltalake(self.uris["unpartitioned"], batch, mode="append", storage_options=self.opts)
+        if self.spark is not None:
+            self.spark.createDataFrame(batch).write.format("delta").mode("append").save(self.spark_uri)
         for name in self.uris:
             self.truth[name].append(batch)
         self.step += 1
@@ -498,7 +534,8 @@ class Week:
     def _race_update(self, h: int, racing: bool = False) -> None:
         """The users' pipeline changes one node's quality flag, retried on a conflict: through Sail when the
         run has a Sail server (an UPDATE before the workers drain, a MERGE while they run), else through
-        deltalake's UPDATE. The racing change takes the next node."""
+        deltalake's UPDATE; the clustered table's through its Spark session. The racing change takes the
+        next node."""
         import pyarrow.compute as pc
         from deltalake import DeltaTable
 
@@ -509,9 +546,19 @@ class Week:
             scope = f"node_id_range = {node // RANGE_WIDTH}" if name == "partitioned" else None
             where = f"{scope} AND node_id = {node}" if scope else f"node_id = {node}"
             on = f"t.{scope} AND t.node_id = s.node_id" if scope else "t.node_id = s.node_id"
+            spark = self.spark if name == "clustered" else None
             for attempt in range(8):
                 try:
-                    if self.sail is None:
+                    if spark is not None:
+                        target = f"delta.`{self.spark_uri}`"
+                        if racing:
+                            spark.sql(
+                                f"MERGE INTO {target} AS t USING (SELECT CAST({node} AS BIGINT) AS node_id) AS s "
+                                f"ON {on} WHEN MATCHED THEN UPDATE SET quality = t.quality + 1"
+                            )
+                        else:
+                            spark.sql(f"UPDATE {target} SET quality = quality + 1 WHERE {where}")
+                    elif self.sail is None:
                         DeltaTable(uri, storage_options=self.opts).update(
                             updates={"quality": "quality + 1"}, predicate=where
                         )
@@ -540,7 +587,8 @@ class Week:
                     table.schema.field("quality").type
                 )
                 self.truth[name] = [table.set_column(table.schema.get_field_index("quality"), "quality", quality)]
-                self._fired("update_race" if self.sail is None else "sail_merge" if racing else "sail_update")
+                engine = "spark" if spark is not None else "sail" if self.sail is not None else ""
+                self._fired(f"{engine}_{'merge' if racing else 'update'}" if engine else "update_race")
                 break
             else:  # eight conflicts in a row: the users' pipeline gives up this change (the truth keeps it out)
                 self._fired("users_change_gave_up")
@@ -714,15 +762,19 @@ def run_week(
     csv_path: Path | None = None,
     on_hour: Callable[[list[HourFigures]], None] | None = None,
     point_queries: bool = True,
+    spark: Any = None,
 ) -> WeekResult:
     """Simulate ``cfg.total_hours`` hours on ``service`` (Azurite, or moto server when ``cfg.cloud`` is
-    "aws"); returns every hourly row and the correctness failures."""
+    "aws"); returns every hourly row and the correctness failures. ``spark``: a running Apache Spark session
+    with Delta Lake for the clustered table (``cfg.clustered``), left running; without it one is started
+    and stopped."""
     from _proxy import CountingProxy
     from _soak_clouds import AwsSide, AzureSide
 
     from deltaextras.core import checkpoint_prune
 
     week = Week(cfg, AwsSide(service) if cfg.cloud == "aws" else AzureSide(service), workdir)
+    week.spark = spark
     writer = None
     fh = None
     sail = None
@@ -761,6 +813,9 @@ def run_week(
         if week.sail is not None:
             with contextlib.suppress(Exception):
                 week.sail.stop()
+        if week.own_spark:
+            with contextlib.suppress(Exception):
+                week.spark.stop()
         if sail is not None:
             sail.stop()
         if week.proxy is not None:
@@ -831,12 +886,20 @@ def main(argv: list[str] | None = None) -> int:
         default="azure",
         help="azure: the function app on Azurite; aws: the Lambda adapter on moto S3 + SQS",
     )
+    p.add_argument(
+        "--clustered",
+        action="store_true",
+        help="a third table CLUSTER BY (node_id), created and appended by Apache Spark with Delta Lake "
+        "(needs --cloud aws and the Delta jars: DELTAEXTRAS_SPARK_JARS)",
+    )
     p.add_argument("--out", default=str(BENCH / ".work" / "soak"))
     p.add_argument("--report", metavar="CSV", help="print the table and verdicts of an earlier run's CSV, and exit")
     a = p.parse_args(argv)
     if a.report:
         report(read_csv(Path(a.report)), Path(a.report).parent)
         return 0
+    if a.clustered and a.cloud != "aws":
+        p.error("--clustered needs --cloud aws: Spark reaches moto S3 through S3A, and Azurite is out of its reach")
     from services import Azurite, MotoServer
 
     cfg = WeekConfig(
@@ -851,6 +914,7 @@ def main(argv: list[str] | None = None) -> int:
         point_nodes=a.point_nodes,
         sail=not a.no_sail,
         cloud=a.cloud,
+        clustered=a.clustered,
         table_options={
             k: v
             for k, v in (("min_row_group_bytes", a.min_row_group_bytes), ("max_footer_bytes", a.max_footer_bytes))
