@@ -148,6 +148,9 @@ class HourFigures:
     sail_point_bytes: int = -1  # -1: not measured
     sail_point_requests: int = -1
     sail_point_x_own: float = 0.0
+    append_s: float = 0.0  # wall seconds of the hour's appends (the same on every table's row)
+    run_s: float = 0.0  # the hourly run: plan, faults, workers, vacuum
+    check_s: float = 0.0  # the checks and figures of all tables after the run
 
 
 @dataclass
@@ -440,8 +443,10 @@ class Week:
         day = h // cfg.day_hours
         in_day = h % cfg.day_hours
         fault_hour = cfg.faults and in_day == min(1, cfg.day_hours - 1)
+        started = time.monotonic()
         for _ in range(STEPS_PER_HOUR):
             self.append()
+        appended = time.monotonic()
         last_hour = in_day == cfg.day_hours - 1
         if last_hour:  # the retention delete lands before the hourly run, which purges its vectors
             self._retention_delete(day)
@@ -473,6 +478,8 @@ class Week:
             self._vacuum()
             faults.append("vacuum")
         secs = sorted(d["seconds"] for d in deliveries if d.get("result") != "poisoned") or [0.0]
+        ran = time.monotonic()
+        new: list[HourFigures] = []
         for name, uri in self.uris.items():
             row = HourFigures(hour=h + 1, day=day + 1, table=name, faults=";".join(f for f in faults if f))
             row.orchestrator_s, row.orchestrator_rss_mb = timer.seconds, timer.rss_mb
@@ -487,7 +494,11 @@ class Week:
             first = name == next(iter(self.uris))
             row.dead_lettered, row.injected_poison = (poisoned, injected_poison) if first else (0, 0)
             self._measure(name, uri, row)
-            self.result.rows.append(row)
+            new.append(row)
+        checked = time.monotonic()
+        for row in new:
+            row.append_s, row.run_s, row.check_s = appended - started, ran - appended, checked - ran
+        self.result.rows.extend(new)
 
     def _inject(self, h: int) -> tuple[list[str], int, list[Child], threading.Thread | None]:
         """The day's faults, around the hour's queue: returns (labels, poison injected, children, racer)."""
@@ -941,7 +952,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"hour {r.hour} {r.table}: exact={r.exact_deltalake}/{r.exact_polars} rows={r.rows_deltalake} "
                         f"live={r.live_bytes / 1e6:.1f}MB stored={r.stored_bytes / 1e6:.1f}MB v={r.log_versions} "
                         f"wa={r.write_amplification:.2f} pq={r.point_bytes / 1024:.0f}KiB/{r.point_requests}req "
-                        f"orch={r.orchestrator_s:.1f}s workers p99={r.worker_p99_s:.1f}s faults={r.faults}",
+                        f"orch={r.orchestrator_s:.1f}s workers p99={r.worker_p99_s:.1f}s "
+                        f"append/run/check={r.append_s:.0f}/{r.run_s:.0f}/{r.check_s:.0f}s faults={r.faults}",
                         flush=True,
                     )
 
