@@ -107,6 +107,10 @@ class AzureSide:
         """A Sail server's environment through the same proxy."""
         return {**self.service.env, "AZURE_STORAGE_ENDPOINT": f"http://{HOST}:{port}/devstoreaccount1"}
 
+    def direct_env(self) -> dict[str, str]:
+        """A Sail server's environment on Azurite itself."""
+        return dict(self.service.env)
+
 
 class AwsSide:
     """A moto S3 bucket, an SQS work queue with a dead-letter queue (redrive after ``max_receive_count``
@@ -207,3 +211,6 @@ class AwsSide:
 
     def proxied_env(self, port: int) -> dict[str, str]:
         return self.proxied(port)
+
+    def direct_env(self) -> dict[str, str]:
+        return dict(self.opts)

@@ -336,6 +336,9 @@ class Week:
         self.step = 0
         self.proxy: Any = None
         self.sail: Any = None  # a Spark Connect session of a Sail server reading through the proxy
+        # the users' pipeline on Sail: a second server, on the storage directly (the proxy counts the point
+        # queries only; through it, a MERGE of a week's table takes minutes of the fault hour)
+        self.users_sail: Any = None
         self.spark: Any = None  # the users' Apache Spark session (JVM) writing the clustered table
         self.own_spark = False  # started here (and stopped at the end), not handed in by the caller
         self.spark_uri = ""  # the clustered table as Spark names it (s3a://)
@@ -576,18 +579,18 @@ class Week:
                             )
                         else:
                             spark.sql(f"UPDATE {target} SET quality = quality + 1 WHERE {where}")
-                    elif self.sail is None:
+                    elif self.users_sail is None:
                         DeltaTable(uri, storage_options=self.opts).update(
                             updates={"quality": "quality + 1"}, predicate=where
                         )
                     elif racing:
-                        self.sail.sql(
+                        self.users_sail.sql(
                             f"MERGE INTO delta.`{uri}` AS t USING (SELECT CAST({node} AS BIGINT) AS node_id) AS s "
                             f"ON {on} "
                             "WHEN MATCHED THEN UPDATE SET quality = CAST(t.quality + 1 AS INT)"
                         ).collect()
                     else:
-                        self.sail.sql(
+                        self.users_sail.sql(
                             f"UPDATE delta.`{uri}` SET quality = CAST(quality + 1 AS INT) WHERE {where}"
                         ).collect()
                 except Exception as exc:  # a conflict with a worker's commit: the pipeline retries
@@ -605,7 +608,7 @@ class Week:
                     table.schema.field("quality").type
                 )
                 self.truth[name] = [table.set_column(table.schema.get_field_index("quality"), "quality", quality)]
-                engine = "spark" if spark is not None else "sail" if self.sail is not None else ""
+                engine = "spark" if spark is not None else "sail" if self.users_sail is not None else ""
                 self._fired(f"{engine}_{'merge' if racing else 'update'}" if engine else "update_race")
                 break
             else:  # eight conflicts in a row: the users' pipeline gives up this change (the truth keeps it out)
@@ -795,7 +798,7 @@ def run_week(
     week.spark = spark
     writer = None
     fh = None
-    sail = None
+    sail = users_sail = None
     keep_seconds = _compress_time()
     try:
         week.create()
@@ -807,6 +810,8 @@ def run_week(
 
                 sail = SailServer.start(workdir / "sail", env=week.side.proxied_env(week.proxy.port))
                 week.sail = sail.session()
+                users_sail = SailServer.start(workdir / "sail-users", env=week.side.direct_env())
+                week.users_sail = users_sail.session()
         if csv_path is not None:
             fh = open(csv_path, "w", newline="")  # noqa: SIM115
             writer = csv.DictWriter(fh, fieldnames=list(asdict(HourFigures(0, 0, "")).keys()))
@@ -834,8 +839,12 @@ def run_week(
         if week.own_spark:
             with contextlib.suppress(Exception):
                 week.spark.stop()
-        if sail is not None:
-            sail.stop()
+        if week.users_sail is not None:
+            with contextlib.suppress(Exception):
+                week.users_sail.stop()
+        for server in (sail, users_sail):
+            if server is not None:
+                server.stop()
         if week.proxy is not None:
             week.proxy.stop()
         week.restore_env()
