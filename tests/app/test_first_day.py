@@ -275,7 +275,9 @@ def test_sigterm_stops_a_run_like_ctrl_c(tmp_path: Path) -> None:
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err
     assert "Traceback" not in err
-    (summary,) = [ln for ln in err.splitlines() if ln.strip()]
+    # the summary, after the one warning a signal landing during a commit adds (that commit finishes first)
+    *warned, summary = [ln for ln in err.splitlines() if ln.strip()]
+    assert all("waiting for 1 commit(s) under way" in ln for ln in warned) and len(warned) <= 1, err
     assert summary.startswith(f"deltaextras: interrupted: {parts} partition(s): "), summary
     committed = 1 + out.count(": committed v")
     assert 1 <= committed < parts
