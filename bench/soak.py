@@ -340,7 +340,6 @@ class Week:
         # queries only; through it, a MERGE of a week's table takes minutes of the fault hour)
         self.users_sail: Any = None
         self.spark: Any = None  # the users' Apache Spark session (JVM) writing the clustered table
-        self.own_spark = False  # started here (and stopped at the end), not handed in by the caller
         self.spark_uri = ""  # the clustered table as Spark names it (s3a://)
         tables = [
             {"uri": self.uris["partitioned"], **TABLE_OPTIONS, **cfg.table_options},
@@ -408,7 +407,7 @@ class Week:
             reason = delta_spark.unavailable()
             if reason:
                 raise SystemExit(f"--clustered needs Apache Spark with Delta Lake: {reason}")
-            self.spark, self.own_spark = delta_spark.start_session("deltaextras-soak"), True
+            self.spark = delta_spark.start_session("deltaextras-soak")
         self.spark_uri = delta_spark.s3a_uri(self.spark, self.uris["clustered"], self.opts)
         self.spark.sql(
             f"CREATE TABLE delta.`{self.spark_uri}` (node_id BIGINT, utc_time TIMESTAMP, temperature DOUBLE, "
@@ -567,32 +566,23 @@ class Week:
             scope = f"node_id_range = {node // RANGE_WIDTH}" if name == "partitioned" else None
             where = f"{scope} AND node_id = {node}" if scope else f"node_id = {node}"
             on = f"t.{scope} AND t.node_id = s.node_id" if scope else "t.node_id = s.node_id"
-            spark = self.spark if name == "clustered" else None
+            clustered = name == "clustered"
+            session = self.spark if clustered else self.users_sail
+            target = f"delta.`{self.spark_uri if clustered else uri}`"
+            sql = (
+                f"MERGE INTO {target} AS t USING (SELECT CAST({node} AS BIGINT) AS node_id) AS s ON {on} "
+                "WHEN MATCHED THEN UPDATE SET quality = CAST(t.quality + 1 AS INT)"
+                if racing
+                else f"UPDATE {target} SET quality = CAST(quality + 1 AS INT) WHERE {where}"
+            )
             for attempt in range(8):
                 try:
-                    if spark is not None:
-                        target = f"delta.`{self.spark_uri}`"
-                        if racing:
-                            spark.sql(
-                                f"MERGE INTO {target} AS t USING (SELECT CAST({node} AS BIGINT) AS node_id) AS s "
-                                f"ON {on} WHEN MATCHED THEN UPDATE SET quality = t.quality + 1"
-                            )
-                        else:
-                            spark.sql(f"UPDATE {target} SET quality = quality + 1 WHERE {where}")
-                    elif self.users_sail is None:
+                    if session is None:
                         DeltaTable(uri, storage_options=self.opts).update(
                             updates={"quality": "quality + 1"}, predicate=where
                         )
-                    elif racing:
-                        self.users_sail.sql(
-                            f"MERGE INTO delta.`{uri}` AS t USING (SELECT CAST({node} AS BIGINT) AS node_id) AS s "
-                            f"ON {on} "
-                            "WHEN MATCHED THEN UPDATE SET quality = CAST(t.quality + 1 AS INT)"
-                        ).collect()
                     else:
-                        self.users_sail.sql(
-                            f"UPDATE delta.`{uri}` SET quality = CAST(quality + 1 AS INT) WHERE {where}"
-                        ).collect()
+                        session.sql(sql).collect()
                 except Exception as exc:  # a conflict with a worker's commit: the pipeline retries
                     what = " ".join(str(exc).split())[:300] or type(exc).__name__
                     print(
@@ -608,8 +598,8 @@ class Week:
                     table.schema.field("quality").type
                 )
                 self.truth[name] = [table.set_column(table.schema.get_field_index("quality"), "quality", quality)]
-                engine = "spark" if spark is not None else "sail" if self.users_sail is not None else ""
-                self._fired(f"{engine}_{'merge' if racing else 'update'}" if engine else "update_race")
+                engine = "spark" if clustered else "sail"
+                self._fired(f"{engine}_{'merge' if racing else 'update'}" if session is not None else "update_race")
                 break
             else:  # eight conflicts in a row: the users' pipeline gives up this change (the truth keeps it out)
                 self._fired("users_change_gave_up")
@@ -833,15 +823,11 @@ def run_week(
     finally:
         if fh:
             fh.close()
-        if week.sail is not None:
-            with contextlib.suppress(Exception):
-                week.sail.stop()
-        if week.own_spark:
-            with contextlib.suppress(Exception):
-                week.spark.stop()
-        if week.users_sail is not None:
-            with contextlib.suppress(Exception):
-                week.users_sail.stop()
+        # the sessions this run opened (a Spark session handed in stays running)
+        for session in (week.sail, week.users_sail, week.spark if spark is None else None):
+            if session is not None:
+                with contextlib.suppress(Exception):
+                    session.stop()
         for server in (sail, users_sail):
             if server is not None:
                 server.stop()
