@@ -75,6 +75,10 @@ def verdicts(result: WeekResult) -> list[tuple[str, bool, str]]:
     out.append(("0 rows lost, duplicated or resurrected at every hourly check", not bad, f"{len(bad)} inexact checks"))
     dead = sum(r.dead_lettered - r.injected_poison for r in rows)
     out.append(("0 dead letters beyond the injected poison", dead == 0, f"{dead}"))
+    # the users' change is retried on conflicts; one given up means the hour raced nothing on that table
+    gave_up = sorted({(r.hour, f) for r in rows for f in r.faults.split(";") if f.startswith("gave_up:")})
+    figure = ", ".join(f"hour {h} {f.split(':')[1]}" for h, f in gave_up[:6]) + (" …" if len(gave_up) > 6 else "")
+    out.append(("the users' UPDATE and MERGE landed at every fault hour", not gave_up, figure or "all landed"))
     for reader, figures in (
         ("deltalake", lambda r: (r.point_bytes, r.point_requests)),
         ("Sail", lambda r: (r.sail_point_bytes, r.sail_point_requests)),

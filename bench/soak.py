@@ -339,6 +339,7 @@ class Week:
         # the users' pipeline on Sail: a second server, on the storage directly (the proxy counts the point
         # queries only; through it, a MERGE of a week's table takes minutes of the fault hour)
         self.users_sail: Any = None
+        self.gave_up: list[str] = []  # the users' changes given up this hour (the racing thread adds)
         self.spark: Any = None  # the users' Apache Spark session (JVM) writing the clustered table
         self.spark_uri = ""  # the clustered table as Spark names it (s3a://)
         tables = [
@@ -464,6 +465,8 @@ class Week:
             c.wait()
         if racer is not None:
             racer.join()
+        faults += self.gave_up
+        self.gave_up = []
         # a worker that exited early while a killed worker's message was still leased: drain what is left
         if self.side.pending():
             workers.append(_spawn(self.workdir, "drain").wait())
@@ -567,7 +570,9 @@ class Week:
             where = f"{scope} AND node_id = {node}" if scope else f"node_id = {node}"
             on = f"t.{scope} AND t.node_id = s.node_id" if scope else "t.node_id = s.node_id"
             clustered = name == "clustered"
-            session = self.spark if clustered else self.users_sail
+            # the users' pipeline is a job: each change opens its own Connect session (Sail ends a session
+            # left idle longer than its `spark.session_timeout_secs`, and a day here is longer than that)
+            session = self.spark if clustered else self.users_sail.session() if self.users_sail else None
             target = f"delta.`{self.spark_uri if clustered else uri}`"
             sql = (
                 f"MERGE INTO {target} AS t USING (SELECT CAST({node} AS BIGINT) AS node_id) AS s ON {on} "
@@ -603,6 +608,10 @@ class Week:
                 break
             else:  # eight conflicts in a row: the users' pipeline gives up this change (the truth keeps it out)
                 self._fired("users_change_gave_up")
+                self.gave_up.append(f"gave_up:{name}")
+            if session is not None and not clustered:
+                with contextlib.suppress(Exception):
+                    session.stop()
 
     def _retention_delete(self, day: int) -> None:
         """The day's retention delete with deletion vectors (readings older than ``retention_hours``)."""
@@ -798,10 +807,12 @@ def run_week(
             if cfg.sail:
                 from services import SailServer
 
-                sail = SailServer.start(workdir / "sail", env=week.side.proxied_env(week.proxy.port))
+                # the point queries' session lasts the run: Sail ends a session idle longer than this
+                reader_env = {**week.side.proxied_env(week.proxy.port), "SAIL_SPARK__SESSION_TIMEOUT_SECS": "604800"}
+                sail = SailServer.start(workdir / "sail", env=reader_env)
                 week.sail = sail.session()
                 users_sail = SailServer.start(workdir / "sail-users", env=week.side.direct_env())
-                week.users_sail = users_sail.session()
+                week.users_sail = users_sail
         if csv_path is not None:
             fh = open(csv_path, "w", newline="")  # noqa: SIM115
             writer = csv.DictWriter(fh, fieldnames=list(asdict(HourFigures(0, 0, "")).keys()))
@@ -824,7 +835,7 @@ def run_week(
         if fh:
             fh.close()
         # the sessions this run opened (a Spark session handed in stays running)
-        for session in (week.sail, week.users_sail, week.spark if spark is None else None):
+        for session in (week.sail, week.spark if spark is None else None):
             if session is not None:
                 with contextlib.suppress(Exception):
                     session.stop()
