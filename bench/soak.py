@@ -807,9 +807,7 @@ def run_week(
             if cfg.sail:
                 from services import SailServer
 
-                # the point queries' session lasts the run: Sail ends a session idle longer than this
-                reader_env = {**week.side.proxied_env(week.proxy.port), "SAIL_SPARK__SESSION_TIMEOUT_SECS": "604800"}
-                sail = SailServer.start(workdir / "sail", env=reader_env)
+                sail = SailServer.start(workdir / "sail", env=week.side.proxied_env(week.proxy.port))
                 week.sail = sail.session()
                 users_sail = SailServer.start(workdir / "sail-users", env=week.side.direct_env())
                 week.users_sail = users_sail

@@ -482,6 +482,10 @@ class SailServer(Service):
     @classmethod
     def start(cls, workdir: Path, env: Mapping[str, str] | None = None) -> SailServer:
         """Start ``sail spark server``; ``env`` adds variables (``AWS_ENDPOINT_URL``, ...) to its own."""
+        # the tests and benches keep a session for their whole run, and Sail ends one left idle longer than
+        # `spark.session_timeout_secs` (900 s by default): a week here, unless the environment sets it
+        timeout = os.environ.get("SAIL_SPARK__SESSION_TIMEOUT_SECS", "604800")
+        env = {"SAIL_SPARK__SESSION_TIMEOUT_SECS": timeout, **(env or {})}
 
         def attempt() -> SailServer:
             svc = cls(workdir)
