@@ -570,9 +570,7 @@ class Week:
             where = f"{scope} AND node_id = {node}" if scope else f"node_id = {node}"
             on = f"t.{scope} AND t.node_id = s.node_id" if scope else "t.node_id = s.node_id"
             clustered = name == "clustered"
-            # the users' pipeline is a job: each change opens its own Connect session (Sail ends a session
-            # left idle longer than its `spark.session_timeout_secs`, and a day here is longer than that)
-            session = self.spark if clustered else self.users_sail.session() if self.users_sail else None
+            engine = "spark" if clustered else "sail" if self.users_sail is not None else None
             target = f"delta.`{self.spark_uri if clustered else uri}`"
             sql = (
                 f"MERGE INTO {target} AS t USING (SELECT CAST({node} AS BIGINT) AS node_id) AS s ON {on} "
@@ -581,14 +579,18 @@ class Week:
                 else f"UPDATE {target} SET quality = CAST(quality + 1 AS INT) WHERE {where}"
             )
             for attempt in range(8):
+                session = None
                 try:
-                    if session is None:
+                    if engine is None:
                         DeltaTable(uri, storage_options=self.opts).update(
                             updates={"quality": "quality + 1"}, predicate=where
                         )
                     else:
+                        # the users' pipeline is a job: each try opens its own Connect session (Sail ends a
+                        # session left idle longer than its `spark.session_timeout_secs`; a day here is longer)
+                        session = self.spark if clustered else self.users_sail.session()
                         session.sql(sql).collect()
-                except Exception as exc:  # a conflict with a worker's commit: the pipeline retries
+                except Exception as exc:  # a conflict with a worker's commit, or no session: the pipeline retries
                     what = " ".join(str(exc).split())[:300] or type(exc).__name__
                     print(
                         f"hour {h + 1}: the users' change of {name} failed (attempt {attempt + 1}): {what}",
@@ -597,21 +599,21 @@ class Week:
                     )
                     time.sleep(0.5 * (attempt + 1))
                     continue
+                finally:
+                    if session is not None and not clustered:
+                        with contextlib.suppress(Exception):
+                            session.stop()
                 table = self.expected(name)
                 hit = pc.equal(table["node_id"], node)
                 quality = pc.if_else(hit, pc.add(table["quality"], 1), table["quality"]).cast(
                     table.schema.field("quality").type
                 )
                 self.truth[name] = [table.set_column(table.schema.get_field_index("quality"), "quality", quality)]
-                engine = "spark" if clustered else "sail"
-                self._fired(f"{engine}_{'merge' if racing else 'update'}" if session is not None else "update_race")
+                self._fired(f"{engine}_{'merge' if racing else 'update'}" if engine else "update_race")
                 break
             else:  # eight conflicts in a row: the users' pipeline gives up this change (the truth keeps it out)
                 self._fired("users_change_gave_up")
                 self.gave_up.append(f"gave_up:{name}")
-            if session is not None and not clustered:
-                with contextlib.suppress(Exception):
-                    session.stop()
 
     def _retention_delete(self, day: int) -> None:
         """The day's retention delete with deletion vectors (readings older than ``retention_hours``)."""
